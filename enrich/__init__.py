@@ -1,7 +1,11 @@
-"""spark-enrich: Flink's async I/O and async lookup joins for PySpark, in pure asyncio."""
+"""spark-enrich: Flink's async I/O and async lookup joins for PySpark, in pure asyncio.
+
+The engine imports no pyspark; Spark lives in :mod:`enrich.spark` and :mod:`enrich.sql`.
+"""
 
 from __future__ import annotations
 
+from ._clock import Clock as Clock, LoopClock as LoopClock
 from ._errors import (
     DecodeError as DecodeError,
     EnrichError as EnrichError,
@@ -10,19 +14,63 @@ from ._errors import (
     SchemaError as SchemaError,
     SourceUnavailable as SourceUnavailable,
 )
+from ._function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
+from ._model import (
+    OperatorStatistics as OperatorStatistics,
+    OutputMode as OutputMode,
+    Watermark as Watermark,
+)
+from ._retry import (
+    ExponentialBackoffRetry as ExponentialBackoffRetry,
+    FixedDelayRetry as FixedDelayRetry,
+    RetryStrategy as RetryStrategy,
+    is_retryable as is_retryable,
+    retry_on_empty as retry_on_empty,
+)
 from ._runtime import process_local as process_local
 from ._schema import Field as Field, Schema as Schema
 from ._source import LookupSource as LookupSource
+from ._wait import (
+    AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
+    AsyncWaitIterator as AsyncWaitIterator,
+    ordered_wait as ordered_wait,
+    ordered_wait_async as ordered_wait_async,
+    unordered_wait as unordered_wait,
+    unordered_wait_async as unordered_wait_async,
+)
 
 __all__ = (
-    "DecodeError",
-    "EnrichError",
-    "LookupFailed",
-    "LookupTimeout",
-    "SchemaError",
-    "SourceUnavailable",
-    "process_local",
-    "Field",
-    "Schema",
+    # the operator
+    "AsyncFunction",
+    "ResultFuture",
+    "ordered_wait",
+    "unordered_wait",
+    "ordered_wait_async",
+    "unordered_wait_async",
+    "AsyncWaitIterator",
+    "AsyncWaitAsyncIterator",
+    "OutputMode",
+    "Watermark",
+    "OperatorStatistics",
+    # retries
+    "RetryStrategy",
+    "FixedDelayRetry",
+    "ExponentialBackoffRetry",
+    "is_retryable",
+    "retry_on_empty",
+    # time
+    "Clock",
+    "LoopClock",
+    # lookups
     "LookupSource",
+    "Schema",
+    "Field",
+    "process_local",
+    # errors
+    "EnrichError",
+    "LookupTimeout",
+    "LookupFailed",
+    "SourceUnavailable",
+    "DecodeError",
+    "SchemaError",
 )

@@ -1,0 +1,127 @@
+"""JSON bodies for the HTTP connector: decoding, dotted paths, rows in schema order.
+
+A response document becomes a lookup value this way:
+
+* ``path`` (``"data.user"``) picks a sub-document; a missing or null step is a miss;
+* a JSON object is one row, a JSON array is several rows (1:N; empty = a miss), null is
+  a miss;
+* each schema field is read from the row by its own name, or by a dotted path from
+  ``fields`` (``{"tier": "account.tier"}``); a missing or null step gives None.
+
+Anything that does not fit raises :class:`~enrich.DecodeError`. Path steps that are
+digits index into arrays (``"items.0.name"``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from enrich import DecodeError, Schema
+
+Path = tuple[str, ...]
+Rows = tuple[Any, ...] | list[tuple[Any, ...]] | None
+
+
+def _json_codec() -> tuple[Callable[[bytes], Any], Callable[[Any], bytes]]:
+    try:
+        import orjson
+    except ImportError:  # the "fast" extra is optional
+        return json.loads, _std_dumps
+
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value, default=str)
+
+    return orjson.loads, dumps
+
+
+def _std_dumps(value: Any) -> bytes:
+    return json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_loads, dumps = _json_codec()
+
+
+def loads(body: bytes) -> Any:
+    """Decode a JSON body.
+
+    Raises:
+        DecodeError: the body is not JSON (the message shows its first bytes).
+    """
+    try:
+        return _loads(body)
+    except ValueError as exc:
+        raise DecodeError(f"response is not JSON: {short(body)}", value=body) from exc
+
+
+def parse_path(text: str | None, *, name: str) -> Path:
+    """Split a dotted path; ``None`` or ``""`` is the empty path (the document itself).
+
+    Raises:
+        ValueError: a step is empty (``"a..b"``), naming the setting and the value.
+    """
+    if text is None or text == "":
+        return ()
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be a dotted path string, got {text!r}")
+    steps = tuple(text.split("."))
+    if any(not step for step in steps):
+        raise ValueError(f"{name} must be a dotted path like 'data.user', got {text!r}")
+    return steps
+
+
+def pick(document: Any, path: Path) -> Any:
+    """The value at ``path`` in ``document``; None when a step is missing or null.
+
+    Raises:
+        DecodeError: a step meets a value that is neither an object nor an array.
+    """
+    current = document
+    for depth, step in enumerate(path):
+        if current is None:
+            return None
+        if isinstance(current, Mapping):
+            current = current.get(step)
+        elif isinstance(current, list) and step.isdigit():
+            index = int(step)
+            current = current[index] if index < len(current) else None
+        else:
+            where = ".".join(path[:depth]) or "the document"
+            raise DecodeError(
+                f"path {'.'.join(path)!r}: expected an object at {where}, got {short(current)}",
+                value=current,
+            )
+    return current
+
+
+def to_rows(
+    document: Any, schema: Schema, *, path: Path = (), fields: Mapping[str, Path] | None = None
+) -> Rows:
+    """The lookup value of a decoded document: a row, a list of rows, or None (a miss).
+
+    Raises:
+        DecodeError: the document or one of its rows does not fit the schema.
+    """
+    picked = pick(document, path)
+    if picked is None:
+        return None
+    if isinstance(picked, list):
+        return [_row(item, schema, fields) for item in picked]
+    return _row(picked, schema, fields)
+
+
+def _row(document: Any, schema: Schema, fields: Mapping[str, Path] | None) -> tuple[Any, ...]:
+    if not fields:
+        return schema.coerce(document)
+    if not isinstance(document, Mapping):
+        raise DecodeError(
+            f"expected an object with fields {list(schema.names)}, got {short(document)}",
+            value=document,
+        )
+    return schema.coerce({name: pick(document, fields.get(name, (name,))) for name in schema.names})
+
+
+def short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,201 @@
+"""Redis clients shared per process and loop, pipelined execution, driver error mapping.
+
+A client is opened lazily by the first lookup on a loop and registered with
+``enrich.process_local`` under ``(settings, id(loop))``: every copy of a source with the
+same connection settings running on that loop shares it. In production that loop is the
+process's single runtime loop, so there is one pool per process. The loop is part of the
+key because asyncio connections are bound to the loop that opened them: a client created
+on one loop cannot serve another (pytest-asyncio gives each test its own loop). The
+handle keeps a reference to its loop, so while it is registered no other loop can be
+born with the same ``id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis import exceptions as rx
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import Connection, SSLConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from enrich import LookupFailed, SourceUnavailable
+from enrich._runtime import pop_process_local, process_local
+
+from ._redis_codec import Command
+from ._redis_config import ConnectionSettings, Endpoint, mask_secrets
+
+_log = logging.getLogger("connectors.redis")
+
+AnyClient = Redis | RedisCluster
+
+# Errors that concern the connection or the whole cluster, not one key: when a pipeline
+# reports one of them for a command, the whole call fails.
+_CALL_LEVEL = (rx.ConnectionError, rx.TimeoutError, rx.ClusterError, rx.RedisClusterException)
+# What we translate; anything else (a bug) propagates unchanged.
+_DRIVER_ERRORS = (rx.RedisError, rx.RedisClusterException, OSError, asyncio.TimeoutError)
+
+
+@dataclass(eq=False)
+class ClientHandle:
+    """A client, the loop it belongs to, and a limit on its concurrent pipelines."""
+
+    client: AnyClient
+    loop: asyncio.AbstractEventLoop
+    # Bounds pipelines in flight to the pool size: a cluster node raises instead of
+    # waiting when its connections run out, and a blocking pool would time out.
+    limiter: asyncio.Semaphore
+
+
+def _pool_key(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Hashable:
+    return ("connectors.redis", settings, id(loop))
+
+
+def client_for(settings: ConnectionSettings) -> ClientHandle:
+    """This process's client for ``settings`` on the running loop, opened on first use."""
+    loop = asyncio.get_running_loop()
+    return process_local(_pool_key(settings, loop), lambda: _open(settings, loop))
+
+
+async def close_client(settings: ConnectionSettings) -> None:
+    """Close and forget the running loop's client for ``settings``, if there is one."""
+    handle = pop_process_local(_pool_key(settings, asyncio.get_running_loop()))
+    if handle is not None:
+        _log.debug("closing redis client for %s", settings.endpoint.masked_url())
+        await handle.client.aclose()
+
+
+def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> ClientHandle:
+    endpoint = settings.endpoint
+    _log.debug(
+        "opening redis client for %s (pool_size=%d, cluster=%s)",
+        endpoint.masked_url(),
+        settings.pool_size,
+        endpoint.cluster,
+    )
+    common: dict[str, Any] = {
+        "username": endpoint.username,
+        "password": endpoint.password,
+        "socket_timeout": settings.timeout,
+        "socket_connect_timeout": settings.timeout,
+        "decode_responses": False,
+    }
+    if endpoint.tls:
+        common.update(
+            ssl_ca_certs=settings.tls_ca_certs,
+            ssl_cert_reqs="required" if settings.tls_verify else "none",
+            ssl_check_hostname=settings.tls_verify,
+        )
+    client: AnyClient
+    if endpoint.cluster:
+        # The cluster client keeps its own retry policy: it also drives MOVED/ASK handling.
+        client = RedisCluster(
+            host=endpoint.host,
+            port=endpoint.port,
+            max_connections=settings.pool_size,
+            ssl=endpoint.tls,
+            **common,
+        )
+    else:
+        pool = BlockingConnectionPool(
+            max_connections=settings.pool_size,
+            timeout=settings.timeout,
+            connection_class=SSLConnection if endpoint.tls else Connection,
+            host=endpoint.host,
+            port=endpoint.port,
+            db=endpoint.db,
+            # One immediate retry on a connection error: a pooled connection may have
+            # been closed by a server restart. Further retries are the engine's policy.
+            retry=Retry(NoBackoff(), 1, supported_errors=(rx.ConnectionError,)),
+            **common,
+        )
+        client = Redis.from_pool(pool)
+    return ClientHandle(client=client, loop=loop, limiter=asyncio.Semaphore(settings.pool_size))
+
+
+async def execute(
+    handle: ClientHandle, batches: Sequence[Sequence[Command]], endpoint: Endpoint
+) -> list[list[Any]]:
+    """Send each batch as one non-transactional pipeline, batches concurrently.
+
+    Returns the replies of each batch in command order; a command's own error (such as
+    WRONGTYPE) is its reply, as an exception instance.
+
+    Raises:
+        LookupFailed: a connection, timeout, authentication or cluster error, which
+            fails the whole call (``SourceUnavailable`` when the store is unreachable).
+    """
+
+    async def run(batch: Sequence[Command]) -> list[Any]:
+        async with handle.limiter:
+            # execute() resets the pipeline (releasing its connections) whatever happens.
+            pipe = handle.client.pipeline(transaction=False)
+            for command in batch:
+                pipe.execute_command(*command.args)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return replies
+
+    outcomes = await asyncio.gather(*(run(batch) for batch in batches), return_exceptions=True)
+    results: list[list[Any]] = []
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            if isinstance(outcome, _DRIVER_ERRORS):
+                raise translate(outcome, endpoint) from outcome
+            raise outcome
+        for reply in outcome:
+            if isinstance(reply, _CALL_LEVEL):
+                raise translate(reply, endpoint) from reply
+        results.append(outcome)
+    return results
+
+
+def translate(exc: BaseException, endpoint: Endpoint, key: Any = None) -> LookupFailed:
+    """A :class:`LookupFailed` for a driver error; its message names host:port, no secret."""
+    where = f"redis at {endpoint.address}"
+    detail = mask_secrets(f"{type(exc).__name__}: {exc}", endpoint.password)
+    error: LookupFailed
+    if isinstance(exc, (rx.AuthenticationError, rx.AuthenticationWrongNumberOfArgsError)):
+        user = f" for user {endpoint.username!r}" if endpoint.username else ""
+        error = SourceUnavailable(
+            f"{where} refused authentication{user} ({detail})",
+            key=key,
+            kind="auth",
+            retryable=False,
+        )
+    elif isinstance(exc, rx.NoPermissionError):
+        error = LookupFailed(
+            f"{where} denied the command ({detail})", key=key, kind="noperm", retryable=False
+        )
+    elif isinstance(exc, rx.BusyLoadingError):
+        error = SourceUnavailable(
+            f"{where} is loading its dataset ({detail})", key=key, kind="loading"
+        )
+    elif isinstance(exc, rx.MaxConnectionsError) or str(exc) == "No connection available.":
+        error = LookupFailed(f"{where}: connection pool exhausted ({detail})", key=key, kind="pool")
+    elif isinstance(exc, (rx.TimeoutError, asyncio.TimeoutError)):
+        error = LookupFailed(f"{where} timed out ({detail})", key=key, kind="timeout")
+    elif isinstance(exc, (rx.ConnectionError, OSError)):
+        error = SourceUnavailable(f"{where} is unreachable ({detail})", key=key, kind="connection")
+    elif isinstance(exc, (rx.ClusterError, rx.RedisClusterException, rx.TryAgainError)):
+        error = SourceUnavailable(
+            f"{where}: cluster not available ({detail})", key=key, kind="cluster"
+        )
+    elif isinstance(exc, rx.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        error = LookupFailed(
+            f"{where}: key holds the wrong kind of value ({detail})",
+            key=key,
+            kind="wrongtype",
+            retryable=False,
+        )
+    else:
+        error = LookupFailed(
+            f"{where} answered with an error ({detail})", key=key, kind="redis", retryable=False
+        )
+    _log.debug("%s", error)
+    return error

@@ -1,0 +1,174 @@
+"""The synchronous half of a Redis lookup: which commands to send, and what replies mean.
+
+Nothing here does I/O, so planning and decoding are tested without a server:
+:func:`plan` turns rendered keys into commands (MGET chunks, per-key HMGET/HGETALL),
+:func:`pack` groups commands into pipelines of at most ``max_batch`` keys, and
+:func:`decode` turns one command's reply into per-key results. A value that does not
+decode becomes that key's :class:`~enrich.DecodeError`; it never fails the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.crc import key_slot
+
+from enrich import DecodeError, Schema
+
+from ._redis_config import LookupSettings, ValueFormat
+
+try:
+    import orjson
+
+    _loads: Any = orjson.loads
+except ImportError:  # orjson is the optional "fast" extra
+    import json
+
+    _loads = json.loads
+
+Row = tuple[Any, ...]
+Result = Row | list[Row] | None | Exception
+
+
+@dataclass(frozen=True)
+class Command:
+    """One Redis command and the lookup keys whose answers its reply holds, in order."""
+
+    args: tuple[Any, ...]
+    keys: tuple[Any, ...]
+    redis_keys: tuple[bytes, ...]
+
+
+def plan(
+    settings: LookupSettings, wanted: Sequence[tuple[Any, bytes]], *, cluster: bool
+) -> list[Command]:
+    """Commands answering ``wanted`` (lookup key, Redis key) pairs.
+
+    Strings are read with MGET, at most ``max_batch`` keys each; on a cluster each MGET
+    holds keys of one hash slot only (cross-slot MGET is refused by the server). Hashes
+    are read with one HGETALL, or HMGET of the configured fields, per key.
+    """
+    if settings.value is ValueFormat.HASH:
+        fields = settings.hash_fields
+        head: tuple[Any, ...] = ("HGETALL",) if fields is None else ("HMGET",)
+        tail = () if fields is None else tuple(stored for _, stored in fields)
+        return [Command((*head, rk, *tail), (key,), (rk,)) for key, rk in wanted]
+    groups: list[Sequence[tuple[Any, bytes]]]
+    if cluster:
+        by_slot: dict[int, list[tuple[Any, bytes]]] = {}
+        for pair in wanted:
+            by_slot.setdefault(key_slot(pair[1]), []).append(pair)
+        groups = list(by_slot.values())
+    else:
+        groups = [wanted]
+    commands = []
+    for group in groups:
+        for chunk in _chunks(group, settings.max_batch):
+            redis_keys = tuple(rk for _, rk in chunk)
+            commands.append(Command(("MGET", *redis_keys), tuple(k for k, _ in chunk), redis_keys))
+    return commands
+
+
+def pack(commands: Sequence[Command], max_batch: int) -> list[list[Command]]:
+    """Consecutive commands grouped so that each group holds at most ``max_batch`` keys.
+
+    Each group is sent as one pipeline (one round trip per node).
+    """
+    batches: list[list[Command]] = []
+    current: list[Command] = []
+    size = 0
+    for command in commands:
+        weight = len(command.keys)
+        if current and size + weight > max_batch:
+            batches.append(current)
+            current, size = [], 0
+        current.append(command)
+        size += weight
+    if current:
+        batches.append(current)
+    return batches
+
+
+def decode(
+    command: Command, reply: Any, settings: LookupSettings, schema: Schema
+) -> Iterator[tuple[Any, Result]]:
+    """(lookup key, result) pairs for a successful reply to ``command``."""
+    fmt = settings.value
+    if fmt is ValueFormat.HASH:
+        key, rk = command.keys[0], command.redis_keys[0]
+        encoding = settings.key_template.encoding
+        yield key, _decode_hash(rk, reply, settings.hash_fields, schema, encoding)
+        return
+    for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
+        if fmt is ValueFormat.JSON:
+            yield key, _decode_json(rk, raw, schema)
+        else:
+            yield key, _decode_string(rk, raw, schema)
+
+
+def _decode_json(redis_key: bytes, raw: bytes | None, schema: Schema) -> Result:
+    if raw is None:
+        return None
+    try:
+        document = _loads(raw)
+    except ValueError as exc:  # JSONDecodeError and invalid UTF-8 are both ValueErrors
+        return DecodeError(
+            f"redis key {redis_key!r}: value is not valid JSON ({exc}): {_short(raw)}",
+            value=raw,
+        )
+    if document is None:  # a stored JSON null: a cached miss
+        return None
+    if isinstance(document, list):
+        rows = []
+        for item in document:
+            row = _coerce(redis_key, item, schema)
+            if isinstance(row, DecodeError):
+                return row
+            rows.append(row)
+        return rows
+    return _coerce(redis_key, document, schema)
+
+
+def _decode_string(redis_key: bytes, raw: bytes | None, schema: Schema) -> Result:
+    if raw is None:
+        return None
+    return _coerce(redis_key, {schema.names[0]: raw}, schema)
+
+
+def _decode_hash(
+    redis_key: bytes,
+    reply: Any,
+    fields: tuple[tuple[str, bytes], ...] | None,
+    schema: Schema,
+    encoding: str,
+) -> Result:
+    if fields is None:  # HGETALL: a dict, empty when the key does not exist
+        if not reply:
+            return None
+        document = {name: reply.get(name.encode(encoding)) for name in schema.names}
+    else:  # HMGET: values in field order, all None when the key does not exist
+        if all(value is None for value in reply):
+            return None
+        document = {name: value for (name, _), value in zip(fields, reply, strict=True)}
+    return _coerce(redis_key, document, schema)
+
+
+def _coerce(redis_key: bytes, document: Any, schema: Schema) -> Row | DecodeError:
+    try:
+        return schema.coerce(document)
+    except DecodeError as exc:
+        error = DecodeError(f"redis key {redis_key!r}: {exc}", field=exc.field, value=exc.value)
+        error.__cause__ = exc
+        return error
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _short(raw: bytes, limit: int = 60) -> str:
+    text = repr(raw)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,302 @@
+"""Settings of a Redis lookup: the endpoint parsed from its URL, the key template, limits.
+
+Everything here is a frozen, picklable value, validated on construction; a bad setting
+raises ``ValueError`` naming the field and the value. Passwords are kept out of every
+``repr()`` and message: :func:`mask_secrets` and :meth:`Endpoint.masked_url` are the only
+ways a URL is shown.
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from enrich import Schema
+
+DEFAULT_PORT = 6379
+DEFAULT_MAX_BATCH = 500
+DEFAULT_POOL_SIZE = 50
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_KEY_ENCODING = "utf-8"
+
+_TLS_SCHEMES = {"redis": False, "rediss": True}
+# "user:password@" inside a URL-like text; the password part is replaced by ***.
+_URL_PASSWORD = re.compile(r"(//[^/@\s:]*:)[^/\s]*@")
+
+
+class ValueFormat(Enum):
+    """How a Redis value becomes rows of the schema."""
+
+    JSON = "json"  # a string holding a JSON object (one row) or an array of objects
+    STRING = "string"  # a string that is the single schema field
+    HASH = "hash"  # a hash whose fields are schema fields
+
+
+def mask_secrets(text: str, *secrets: str | None) -> str:
+    """``text`` with URL passwords and each non-empty secret replaced by ``***``."""
+    masked = _URL_PASSWORD.sub(r"\1***@", text)
+    for secret in secrets:
+        if secret:
+            masked = masked.replace(secret, "***")
+    return masked
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the store is and how to authenticate; the password never shows in repr."""
+
+    host: str
+    port: int
+    db: int
+    tls: bool
+    cluster: bool
+    username: str | None
+    password: str | None = field(repr=False)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` (IPv6 hosts in brackets), for messages."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def masked_url(self) -> str:
+        """The URL with the password, if any, shown as ``***``."""
+        scheme = "rediss" if self.tls else "redis"
+        user = quote(self.username, safe="") if self.username else ""
+        userinfo = f"{user}:***@" if self.password else (f"{user}@" if user else "")
+        return f"{scheme}://{userinfo}{self.address}/{self.db}"
+
+    @classmethod
+    def parse(
+        cls, url: str, *, cluster: bool, username: str | None, password: str | None
+    ) -> Endpoint:
+        """Read ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
+
+        Credentials may come from the URL or from the keywords, not both.
+
+        Raises:
+            ValueError: the URL or a credential is not usable; the message masks passwords.
+        """
+        if not isinstance(url, str):
+            raise ValueError(f"url must be a string, got {type(url).__name__}")
+        shown = mask_secrets(url, password)
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"url is not a valid URL: {shown!r} ({exc})") from None
+        if parts.scheme not in _TLS_SCHEMES:
+            raise ValueError(f"url must start with redis:// or rediss://, got {shown!r}")
+        if not parts.hostname:
+            raise ValueError(f"url must name a host, got {shown!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(
+                f"url must not carry query parameters or a fragment (use the keyword "
+                f"settings instead), got {shown!r}"
+            )
+        db_text = parts.path.strip("/") or "0"
+        if not db_text.isdigit():
+            raise ValueError(f"url path must be a database number, got {shown!r}")
+        db = int(db_text)
+        if cluster and db != 0:
+            raise ValueError(f"url must use database 0 with cluster=True, got {shown!r}")
+        url_user = unquote(parts.username) if parts.username else None
+        url_password = unquote(parts.password) if parts.password is not None else None
+        if username is not None and url_user is not None:
+            raise ValueError(f"username is given both in url and as username=: {shown!r}")
+        if password is not None and url_password:
+            raise ValueError(f"password is given both in url and as password=: {shown!r}")
+        for name, value in (("username", username), ("password", password)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+        return cls(
+            host=parts.hostname,
+            port=port if port is not None else DEFAULT_PORT,
+            db=db,
+            tls=_TLS_SCHEMES[parts.scheme],
+            cluster=cluster,
+            username=username if username is not None else url_user,
+            password=password if password is not None else (url_password or None),
+        )
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Everything that decides how connections are opened: the identity of a pool."""
+
+    endpoint: Endpoint
+    pool_size: int
+    timeout: float
+    tls_ca_certs: str | None
+    tls_verify: bool
+
+
+@dataclass(frozen=True)
+class KeyTemplate:
+    """A key template such as ``"order:{}:{}"``, rendered to bytes for one lookup key.
+
+    A template with one ``{}`` takes a scalar key (or a 1-tuple); with n ``{}`` it takes
+    an n-tuple. Key parts may be ``str`` (encoded with ``encoding``), ``bytes`` (kept
+    as they are) or ``int``; ``{{`` and ``}}`` stand for literal braces (hash tags).
+    """
+
+    text: str
+    encoding: str
+    literals: tuple[bytes, ...]  # one more than the placeholders
+
+    @classmethod
+    def parse(cls, template: str, encoding: str) -> KeyTemplate:
+        """Validate the template and its encoding.
+
+        Raises:
+            ValueError: not a string, no ``{}``, a named or formatted field, bad encoding.
+        """
+        if not isinstance(template, str):
+            raise ValueError(f"key_template must be a string, got {template!r}")
+        try:
+            codecs.lookup(encoding)
+        except (LookupError, TypeError):
+            raise ValueError(f"key_encoding is not a known codec: {encoding!r}") from None
+        literals: list[bytes] = []
+        pending = ""
+        try:
+            pieces = list(string.Formatter().parse(template))
+        except ValueError as exc:
+            raise ValueError(f"key_template does not parse: {template!r} ({exc})") from None
+        for literal, name, spec, conversion in pieces:
+            pending += literal
+            if name is None:
+                continue
+            if name or spec or conversion:
+                raise ValueError(
+                    f"key_template may only use empty '{{}}' placeholders, got {template!r}"
+                )
+            literals.append(pending.encode(encoding))
+            pending = ""
+        if not literals:
+            raise ValueError(f"key_template needs at least one '{{}}' placeholder: {template!r}")
+        literals.append(pending.encode(encoding))
+        return cls(text=template, encoding=encoding, literals=tuple(literals))
+
+    @property
+    def arity(self) -> int:
+        """How many key parts the template takes."""
+        return len(self.literals) - 1
+
+    def render(self, key: Any) -> bytes:
+        """The Redis key for ``key``.
+
+        Raises:
+            TypeError: the key does not have the template's shape, or a part has a type
+                that is not str, bytes or int.
+            ValueError: a str part cannot be encoded.
+        """
+        if isinstance(key, tuple):
+            parts: tuple[Any, ...] = key
+        elif self.arity == 1:
+            parts = (key,)
+        else:
+            raise TypeError(f"expected a tuple of {self.arity} parts")
+        if len(parts) != self.arity:
+            raise TypeError(f"expected {self.arity} part(s), got {len(parts)}")
+        out = bytearray(self.literals[0])
+        for part, literal in zip(parts, self.literals[1:], strict=True):
+            out += self._encode(part)
+            out += literal
+        return bytes(out)
+
+    def _encode(self, part: Any) -> bytes:
+        if isinstance(part, (bytes, bytearray, memoryview)):
+            return bytes(part)
+        if isinstance(part, str):
+            return part.encode(self.encoding)
+        if isinstance(part, int) and not isinstance(part, bool):
+            return str(part).encode("ascii")
+        raise TypeError(f"key parts must be str, bytes or int, not {type(part).__name__}")
+
+
+@dataclass(frozen=True)
+class LookupSettings:
+    """The validated settings of one ``RedisLookup`` (besides its schema)."""
+
+    connection: ConnectionSettings
+    key_template: KeyTemplate
+    value: ValueFormat
+    # (schema field, hash field) pairs read with HMGET; None means HGETALL.
+    hash_fields: tuple[tuple[str, bytes], ...] | None
+    max_batch: int
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` if it is an int >= 1, else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def positive_seconds(name: str, value: Any) -> float:
+    """``value`` as a float if it is a finite number > 0, else ``ValueError``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def value_format(value: Any, schema: Schema) -> ValueFormat:
+    """The ``value`` setting as a :class:`ValueFormat`, checked against the schema."""
+    try:
+        fmt = ValueFormat(value)
+    except ValueError:
+        choices = ", ".join(repr(f.value) for f in ValueFormat)
+        raise ValueError(f"value must be one of {choices}, got {value!r}") from None
+    if fmt is ValueFormat.STRING and len(schema.fields) != 1:
+        raise ValueError(
+            f"value='string' needs a schema of exactly one field, got {len(schema.fields)} "
+            f"fields {list(schema.names)}"
+        )
+    return fmt
+
+
+def hash_fields(
+    fields: Sequence[str] | Mapping[str, str] | None,
+    fmt: ValueFormat,
+    schema: Schema,
+    encoding: str,
+) -> tuple[tuple[str, bytes], ...] | None:
+    """Normalize ``fields`` to (schema field, hash field) pairs; None keeps HGETALL.
+
+    ``fields`` lists schema fields to read with HMGET, or maps schema fields to the
+    hash fields that hold them.
+    """
+    if fields is None:
+        return None
+    if fmt is not ValueFormat.HASH:
+        raise ValueError(f"fields is only for value='hash', got fields={fields!r}")
+    if isinstance(fields, (str, bytes)):
+        raise ValueError(f"fields must be a list of field names, got {fields!r}")
+    pairs = list(fields.items()) if isinstance(fields, Mapping) else [(f, f) for f in fields]
+    if not pairs:
+        raise ValueError("fields must name at least one field, got an empty collection")
+    seen: set[str] = set()
+    out = []
+    for name, stored in pairs:
+        if not isinstance(name, str) or not isinstance(stored, str):
+            raise ValueError(f"fields must hold strings, got {name!r}: {stored!r}")
+        if name not in schema.names:
+            raise ValueError(f"fields names {name!r}, which is not in the schema {schema!r}")
+        if name in seen:
+            raise ValueError(f"fields names {name!r} twice")
+        seen.add(name)
+        out.append((name, stored.encode(encoding)))
+    return tuple(out)

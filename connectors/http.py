@@ -1,0 +1,461 @@
+"""Look up dimension rows in an HTTP/JSON service, one request per key or in batches.
+
+Usage::
+
+    from connectors.http import HttpLookup
+
+    users = HttpLookup(
+        "http://users-svc:8080/users/{}",
+        schema="name string, tier string",
+        headers={"Authorization": f"Bearer {token}"},
+        path="data.user",                  # pick the sub-document {"data": {"user": {...}}}
+        fields={"tier": "account.tier"},   # read a field from a nested path
+        rate_limit=200.0,                  # requests per second, per process
+        max_connections=50,
+        timeout=2.0,
+    )
+    rows = await users.lookup_many(["u1", "u2"])   # {"u1": ("Ada", "gold"), "u2": None}
+    await users.aclose()
+
+With ``batch_url="http://users-svc:8080/users:batch"`` the keys are POSTed as a JSON array
+(``max_batch`` per request) and the service answers with a JSON object mapping ``str(key)``
+to the key's document (null or absent: a miss). Composite (tuple) keys are sent as JSON
+arrays and answered under their compact JSON text (``'["acme","u1"]'``).
+
+Answers: 200 decodes the JSON (orjson when installed); an object is one row, an array is
+several rows (1:N). 404 is a miss. Errors follow :mod:`connectors._http_errors`: 429/503
+carry the ``Retry-After`` hint in ``LookupFailed.retry_after``; other 5xx, timeouts and
+dropped connections are retryable; 401/403 and other 4xx are not. The connector makes one
+attempt per call: the engine retries, honouring ``retry_after``.
+
+Secrets: header values and credentials never appear in ``repr()``, error messages or
+logs; neither do query values of the URL templates (put API keys in headers anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+import yarl
+from asyncio_throttle.throttler import Throttler
+
+from enrich import DecodeError, LookupFailed, Schema
+from enrich._runtime import pop_process_local, process_local
+from enrich._schema import SchemaLike
+
+from . import _http_body as body
+from ._http_errors import parse_retry_after, status_error, transport_error
+from ._http_url import MASK, KeyShapeError, UrlTemplate
+
+__all__ = ("HttpLookup",)
+
+DEFAULT_METHOD = "GET"
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MAX_BATCH = 100
+
+_METHODS = ("GET", "POST")
+# The throttle lets through at most a tenth of a second's worth of requests at once, so a
+# rate limit is smooth at the scale a server notices, not one burst per second.
+_BURST_WINDOW = 0.1
+_REGISTRY = "connectors.http"
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Settings:
+    """Everything that defines a source; equal settings share a process's session."""
+
+    template: UrlTemplate
+    schema: Schema
+    method: str
+    headers: tuple[tuple[str, str], ...]
+    has_auth: bool
+    batch: UrlTemplate | None
+    max_batch: int
+    rate_limit: float | None
+    max_connections: int
+    timeout: float
+    path: body.Path
+    fields: tuple[tuple[str, body.Path], ...]
+
+
+class HttpLookup:
+    """A :class:`~enrich.LookupSource` reading JSON documents from an HTTP service.
+
+    Guarantees:
+
+    * A key fills its URL slot percent-encoded: it can never change the scheme, host,
+      port, or the path and query structure of the request (see ``connectors._http_url``).
+    * Per-key mode: each key gets one request and fails alone (its value is the
+      ``LookupFailed`` or ``DecodeError``); at most ``max_connections`` requests are in
+      flight per process and, with ``rate_limit``, at most that many start per second.
+    * Batch mode: a POST that fails gives every key of its chunk that error; when every
+      chunk of the call failed, ``lookup_many`` raises it instead.
+    * One attempt per call: retries belong to the engine.
+    * The object is a picklable description; its aiohttp session is created lazily on the
+      running loop and shared by equal sources of the process.
+
+    Args:
+        url_template: ``http(s)`` URL with ``{}`` slots in path segments or query values; a
+            tuple key fills several slots in order.
+        schema: the dimension fields (Spark DDL, a mapping or a ``Schema``).
+        method: ``"GET"`` or ``"POST"`` (per-key requests, no body).
+        headers: sent with every request; values are secret (masked in ``repr``).
+        auth: ``(login, password)`` or an ``aiohttp.BasicAuth``, sent as a Basic
+            ``Authorization`` header.
+        batch_url: ``http(s)`` URL without slots; switches to batch mode.
+        max_batch: keys per batch POST.
+        rate_limit: requests per second per process (None: unlimited).
+        max_connections: connections (and requests in flight) per process.
+        timeout: seconds per request, from sending to reading the whole body.
+        path: dotted path of the sub-document to read (``"data.user"``).
+        fields: schema field -> dotted path within the document (default: the field name).
+
+    Raises:
+        ValueError: a setting is invalid; the message names it and its (redacted) value.
+    """
+
+    schema: Schema
+
+    def __init__(
+        self,
+        url_template: str,
+        *,
+        schema: SchemaLike,
+        method: str = DEFAULT_METHOD,
+        headers: Mapping[str, str] | None = None,
+        auth: tuple[str, str] | aiohttp.BasicAuth | None = None,
+        batch_url: str | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        rate_limit: float | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        timeout: float = DEFAULT_TIMEOUT,
+        path: str | None = None,
+        fields: Mapping[str, str] | None = None,
+    ) -> None:
+        self.schema = Schema.of(schema)
+        upper = method.upper() if isinstance(method, str) else method
+        if upper not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        header_items = _check_headers(headers)
+        if auth is not None:
+            if any(name.lower() == "authorization" for name, _ in header_items):
+                raise ValueError("auth and an Authorization header cannot both be given")
+            header_items += (("Authorization", _basic_auth(auth)),)
+        field_paths = _check_fields(fields, self.schema)
+        self._settings = _Settings(
+            template=UrlTemplate.parse(url_template),
+            schema=self.schema,
+            method=str(upper),
+            headers=header_items,
+            has_auth=auth is not None,
+            batch=None
+            if batch_url is None
+            else UrlTemplate.parse(batch_url, name="batch_url", slots="none"),
+            max_batch=_positive_int("max_batch", max_batch),
+            rate_limit=None if rate_limit is None else _positive_float("rate_limit", rate_limit),
+            max_connections=_positive_int("max_connections", max_connections),
+            timeout=_positive_float("timeout", timeout),
+            path=body.parse_path(path, name="path"),
+            fields=field_paths,
+        )
+
+    # -- the LookupSource protocol ------------------------------------------------------
+
+    async def lookup_many(self, keys: Sequence[Any]) -> Mapping[Any, Any]:
+        """Look up distinct keys; see the class docstring for what each value can be.
+
+        Raises:
+            LookupFailed: batch mode only, when every batch POST of the call failed.
+            DecodeError: batch mode only, when every batch answer was unreadable.
+        """
+        if not keys:
+            return {}
+        pool = self._pool()
+        if self._settings.batch is None:
+            return await _gather_dict(keys, [self._lookup_one(pool, key) for key in keys])
+        return await self._lookup_batches(pool, keys)
+
+    async def aclose(self) -> None:
+        """Close and forget this process's session for the running loop (reopens on use)."""
+        pool = pop_process_local(self._pool_key(asyncio.get_running_loop()))
+        if isinstance(pool, _Pool):
+            await pool.session.close()
+
+    # -- per-key mode -------------------------------------------------------------------
+
+    async def _lookup_one(self, pool: _Pool, key: Any) -> Any:
+        settings = self._settings
+        try:
+            url = settings.template.expand(key)
+        except KeyShapeError as exc:
+            return LookupFailed(
+                f"{self._target()} for key {body.short(key)}: {exc}",
+                key=key,
+                kind="key",
+                retryable=False,
+            )
+        try:
+            payload = await self._send(pool, settings.method, url, key=key, data=None)
+        except LookupFailed as exc:
+            _log.debug("lookup failed: %s", exc)
+            return exc
+        if payload is None:
+            return None
+        try:
+            return self._rows(body.loads(payload))
+        except DecodeError as exc:
+            _log.debug("%s for key %s: %s", self._target(), body.short(key), exc)
+            return exc
+
+    # -- batch mode ---------------------------------------------------------------------
+
+    async def _lookup_batches(self, pool: _Pool, keys: Sequence[Any]) -> dict[Any, Any]:
+        size = self._settings.max_batch
+        chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+        outcomes = await asyncio.gather(*(self._lookup_chunk(pool, chunk) for chunk in chunks))
+        failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+        if len(failures) == len(chunks):
+            raise failures[0]
+        result: dict[Any, Any] = {}
+        for chunk, outcome in zip(chunks, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                result.update(dict.fromkeys(chunk, outcome))
+            else:
+                result.update(outcome)
+        return result
+
+    async def _lookup_chunk(
+        self, pool: _Pool, chunk: Sequence[Any]
+    ) -> dict[Any, Any] | LookupFailed | DecodeError:
+        batch = self._settings.batch
+        assert batch is not None
+        data = body.dumps([list(key) if isinstance(key, tuple) else key for key in chunk])
+        try:
+            payload = await self._send(pool, "POST", batch.url(), key=None, data=data)
+            answer = body.loads(payload or b"null")
+            if not isinstance(answer, Mapping):
+                raise DecodeError(
+                    f"batch answer must be a JSON object keyed by str(key), "
+                    f"got {body.short(answer)}",
+                    value=answer,
+                )
+        except (LookupFailed, DecodeError) as exc:
+            _log.debug("batch of %d key(s) failed: %s", len(chunk), exc)
+            return exc
+        result: dict[Any, Any] = {}
+        for key in chunk:
+            try:
+                result[key] = self._rows(answer.get(_batch_key(key)))
+            except DecodeError as exc:
+                result[key] = exc
+        return result
+
+    # -- one request --------------------------------------------------------------------
+
+    async def _send(
+        self, pool: _Pool, method: str, url: yarl.URL, *, key: Any, data: bytes | None
+    ) -> bytes | None:
+        """One attempt: a 2xx body, or None for a per-key miss (404, 204).
+
+        Raises:
+            LookupFailed: any other status, a timeout or a connection error.
+        """
+        target = self._target(batch=data is not None)
+        async with pool.slots:
+            if pool.throttler is not None:
+                await pool.throttler.acquire()
+            try:
+                async with pool.session.request(
+                    method, url, data=data, headers=_JSON if data is not None else None
+                ) as response:
+                    payload = await response.read()
+                    if 200 <= response.status < 300 and response.status != 204:
+                        return payload
+                    if key is not None and response.status in (404, 204):
+                        return None
+                    retry_after = parse_retry_after(
+                        response.headers.get("Retry-After"), time.time()
+                    )
+                    raise status_error(
+                        response.status, target=target, key=key, retry_after=retry_after
+                    )
+            except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+                raise transport_error(exc, target=target, key=key) from exc
+
+    def _rows(self, document: Any) -> body.Rows:
+        settings = self._settings
+        fields = dict(settings.fields) if settings.fields else None
+        return body.to_rows(document, self.schema, path=settings.path, fields=fields)
+
+    def _target(self, *, batch: bool = False) -> str:
+        settings = self._settings
+        if batch and settings.batch is not None:
+            return f"POST {settings.batch.redacted()}"
+        return f"{settings.method} {settings.template.redacted()}"
+
+    # -- the process's session ----------------------------------------------------------
+
+    def _pool_key(self, loop: asyncio.AbstractEventLoop) -> tuple[str, _Settings, int]:
+        # An aiohttp session belongs to the loop it was created on. In production that is
+        # the one runtime loop of the process, but tests (pytest-asyncio: a loop per test)
+        # and drivers calling asyncio.run() use several, so each loop gets its own session.
+        return (_REGISTRY, self._settings, id(loop))
+
+    def _pool(self) -> _Pool:
+        loop = asyncio.get_running_loop()
+        key = self._pool_key(loop)
+        pool = process_local(key, lambda: _Pool.open(self._settings, loop))
+        if pool.loop is not loop or pool.session.closed:
+            # A dead loop's id() was reused by this one (its session cannot be closed from
+            # here), or the session was closed behind our back: start afresh.
+            pop_process_local(key)
+            pool = process_local(key, lambda: _Pool.open(self._settings, loop))
+        return pool
+
+    # -- value semantics --------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HttpLookup) and other._settings == self._settings
+
+    def __hash__(self) -> int:
+        return hash(self._settings)
+
+    def __repr__(self) -> str:
+        s = self._settings
+        parts = [repr(s.template.redacted()), f"schema={s.schema!r}"]
+        if s.method != DEFAULT_METHOD:
+            parts.append(f"method={s.method!r}")
+        shown = {name: MASK for name, _ in s.headers}
+        if s.has_auth:
+            shown.pop("Authorization", None)
+            parts.append(f"auth={MASK!r}")
+        if shown:
+            parts.append(f"headers={shown!r}")
+        if s.batch is not None:
+            parts.append(f"batch_url={s.batch.redacted()!r}, max_batch={s.max_batch}")
+        if s.rate_limit is not None:
+            parts.append(f"rate_limit={s.rate_limit:g}")
+        parts.append(f"max_connections={s.max_connections}, timeout={s.timeout:g}")
+        if s.path:
+            parts.append(f"path={'.'.join(s.path)!r}")
+        if s.fields:
+            parts.append(f"fields={ {name: '.'.join(p) for name, p in s.fields}!r}")
+        return f"HttpLookup({', '.join(parts)})"
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class _Throttle(Protocol):
+    """The part of ``asyncio_throttle.Throttler`` we use (the library has no annotations)."""
+
+    async def acquire(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """A process's live resources for one source on one loop."""
+
+    loop: asyncio.AbstractEventLoop
+    session: aiohttp.ClientSession
+    slots: asyncio.Semaphore
+    throttler: _Throttle | None
+
+    @classmethod
+    def open(cls, settings: _Settings, loop: asyncio.AbstractEventLoop) -> _Pool:
+        # The semaphore matches the connector's limit so requests wait here, before the
+        # timeout starts, rather than inside aiohttp where waiting counts against it.
+        connector = aiohttp.TCPConnector(limit=settings.max_connections)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            headers=dict(settings.headers),
+            timeout=aiohttp.ClientTimeout(total=settings.timeout),
+        )
+        throttler: _Throttle | None = None
+        if settings.rate_limit is not None:
+            burst = max(1, math.floor(settings.rate_limit * _BURST_WINDOW))
+            throttler = Throttler(rate_limit=burst, period=burst / settings.rate_limit)
+        return cls(loop, session, asyncio.Semaphore(settings.max_connections), throttler)
+
+
+async def _gather_dict(keys: Sequence[Any], calls: Sequence[Any]) -> dict[Any, Any]:
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        values = await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:  # after a bug in one task or a cancellation: stop the others
+            task.cancel()
+    return dict(zip(keys, values, strict=True))
+
+
+def _batch_key(key: Any) -> str:
+    if isinstance(key, tuple):
+        return body.dumps(list(key)).decode()
+    return str(key)
+
+
+def _basic_auth(auth: tuple[str, str] | aiohttp.BasicAuth) -> str:
+    # Sent as a header rather than aiohttp's auth=, which aiohttp 3.14 deprecates.
+    if not isinstance(auth, tuple) or len(auth) not in (2, 3):
+        raise ValueError(f"auth must be (login, password) or aiohttp.BasicAuth, got {type(auth)}")
+    login, password = auth[0], auth[1]
+    encoding = auth[2] if len(auth) == 3 else "utf-8"
+    if not isinstance(login, str) or not isinstance(password, str) or ":" in login:
+        raise ValueError(f"auth must be (login, password) strings, login without ':'; got {MASK}")
+    return "Basic " + base64.b64encode(f"{login}:{password}".encode(encoding)).decode("ascii")
+
+
+def _check_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping):
+        raise ValueError(f"headers must be a mapping, got {type(headers).__name__}")
+    items = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not name or not isinstance(value, str):
+            raise ValueError(f"headers must map non-empty names to strings, got {name!r}: {MASK}")
+        items.append((name, value))
+    return tuple(items)
+
+
+def _check_fields(
+    fields: Mapping[str, str] | None, schema: Schema
+) -> tuple[tuple[str, body.Path], ...]:
+    if fields is None:
+        return ()
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"fields must map schema fields to JSON paths, got {fields!r}")
+    out = []
+    for name, path in fields.items():
+        if name not in schema.names:
+            raise ValueError(f"fields: {name!r} is not a schema field {list(schema.names)}")
+        out.append((name, body.parse_path(path, name=f"fields[{name!r}]") or (name,)))
+    return tuple(out)
+
+
+def _positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be an int > 0, got {value!r}")
+    return value
+
+
+def _positive_float(name: str, value: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)

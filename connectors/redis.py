@@ -1,0 +1,211 @@
+"""Redis as a dimension store: batched lookups by key, from strings, JSON or hashes.
+
+Example::
+
+    from connectors.redis import RedisLookup
+
+    users = RedisLookup(
+        "redis://reader:secret@cache.internal:6379/0",
+        key_template="user:{}",
+        value="json",  # '{"name": "Ada", "tier": "gold"}' under user:42
+        schema="name string, tier string",
+    )
+    rows = await users.lookup_many([42, 43])  # {42: ("Ada", "gold"), 43: None}
+
+    orders = RedisLookup(
+        "rediss://cluster-node:6379",
+        cluster=True,
+        key_template="order:{}:{}",  # composite keys: ("eu", 7) -> order:eu:7
+        value="hash",
+        fields=["status", "total"],  # HMGET these fields; fields=None reads HGETALL
+        schema="status string, total double",
+    )
+
+Value formats:
+
+* ``"json"``: a string holding a JSON object (one row) or an array of objects (several
+  rows, a 1:N join); JSON ``null`` and ``[]`` are misses.
+* ``"string"``: the raw value is the schema's single field (``"payload binary"`` keeps
+  the bytes as they are).
+* ``"hash"``: a hash whose fields are schema fields, coerced from their byte strings.
+
+A key that does not exist, or holds a type MGET does not read, is a miss.
+
+Cluster: pass ``cluster=True`` (there is no URL scheme for it); the URL names any node.
+MGETs are split by hash slot and sent as one pipeline per node. Use ``{{...}}`` in the
+key template for a literal hash tag: ``"{{user}}:{}"`` puts every key on one slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from enrich import LookupFailed, Schema
+from enrich._schema import SchemaLike
+
+from . import _redis_client, _redis_codec
+from ._redis_config import (
+    DEFAULT_KEY_ENCODING,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_TIMEOUT,
+    ConnectionSettings,
+    Endpoint,
+    KeyTemplate,
+    LookupSettings,
+    hash_fields,
+    positive_int,
+    positive_seconds,
+    value_format,
+)
+
+__all__ = ("RedisLookup",)
+
+
+class RedisLookup:
+    """A picklable description of a Redis lookup, implementing ``enrich.LookupSource``.
+
+    Guarantees:
+
+    * Construction validates every setting (``ValueError`` naming the field and value)
+      and opens nothing; the object holds no live state, so it pickles to executors.
+    * Connections open on the first ``lookup_many`` and are pooled per process and
+      event loop: equal copies of a source (e.g. unpickled twice) share one pool of at
+      most ``pool_size`` connections.
+    * A call sends at most ``max_batch`` keys per MGET and per pipeline.
+    * A value that does not decode, a key that does not fit the template, or a per-key
+      server error (WRONGTYPE) is that key's exception; the other keys are unaffected.
+      Connection, timeout, authentication and cluster errors raise ``LookupFailed``
+      (``SourceUnavailable`` when the store cannot be reached) for the whole call.
+    * The password appears in no ``repr()``, message or log line.
+
+    Args:
+        url: ``redis://[user[:password]@]host[:port][/db]``, or ``rediss://`` for TLS.
+        key_template: the Redis key with ``{}`` for the lookup key, or one ``{}`` per part
+            of a composite (tuple) key. Key parts may be str, bytes or int.
+        value: ``"json"``, ``"string"`` or ``"hash"`` (see the module docstring).
+        schema: the fields the lookup adds, as DDL, a mapping or a ``Schema``.
+        fields: for ``value="hash"``, the schema fields to read with HMGET (or a mapping
+            from schema field to hash field); None reads the whole hash with HGETALL.
+        max_batch: most keys per MGET or per pipeline.
+        pool_size: most connections per process (per node on a cluster).
+        timeout: seconds for connecting, for each reply, and for waiting on the pool.
+        cluster: the URL names a node of a Redis Cluster.
+        username: ACL user, if not in the URL.
+        password: password, if not in the URL.
+        key_encoding: codec for str key parts, template text and hash field names.
+        tls_ca_certs: a CA bundle file for ``rediss://`` (default: the system store).
+        tls_verify: verify the server's certificate and host name under ``rediss://``.
+    """
+
+    schema: Schema
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_template: str,
+        value: Literal["json", "string", "hash"],
+        schema: SchemaLike,
+        fields: Sequence[str] | Mapping[str, str] | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        timeout: float = DEFAULT_TIMEOUT,
+        cluster: bool = False,
+        username: str | None = None,
+        password: str | None = None,
+        key_encoding: str = DEFAULT_KEY_ENCODING,
+        tls_ca_certs: str | None = None,
+        tls_verify: bool = True,
+    ) -> None:
+        if not isinstance(cluster, bool):
+            raise ValueError(f"cluster must be a bool, got {cluster!r}")
+        if not isinstance(tls_verify, bool):
+            raise ValueError(f"tls_verify must be a bool, got {tls_verify!r}")
+        if tls_ca_certs is not None and not isinstance(tls_ca_certs, str):
+            raise ValueError(f"tls_ca_certs must be a file path, got {tls_ca_certs!r}")
+        self.schema = Schema.of(schema)
+        fmt = value_format(value, self.schema)
+        template = KeyTemplate.parse(key_template, key_encoding)
+        self._settings = LookupSettings(
+            connection=ConnectionSettings(
+                endpoint=Endpoint.parse(url, cluster=cluster, username=username, password=password),
+                pool_size=positive_int("pool_size", pool_size),
+                timeout=positive_seconds("timeout", timeout),
+                tls_ca_certs=tls_ca_certs,
+                tls_verify=tls_verify,
+            ),
+            key_template=template,
+            value=fmt,
+            hash_fields=hash_fields(fields, fmt, self.schema, key_encoding),
+            max_batch=positive_int("max_batch", max_batch),
+        )
+
+    async def lookup_many(self, keys: Sequence[Any]) -> Mapping[Any, Any]:
+        """Look up ``keys``: a row tuple, a list of rows (JSON arrays), None or an error each.
+
+        Raises:
+            LookupFailed: the call failed as a whole (see the class docstring).
+        """
+        settings = self._settings
+        endpoint = settings.connection.endpoint
+        results: dict[Any, Any] = {}
+        wanted: list[tuple[Any, bytes]] = []
+        for key in keys:
+            try:
+                wanted.append((key, settings.key_template.render(key)))
+            except (TypeError, ValueError) as exc:
+                template = settings.key_template.text
+                results[key] = LookupFailed(
+                    f"key {key!r} does not fit key_template {template!r}: {exc}",
+                    key=key,
+                    kind="key",
+                    retryable=False,
+                )
+        if not wanted:
+            return results
+        commands = _redis_codec.plan(settings, wanted, cluster=endpoint.cluster)
+        batches = _redis_codec.pack(commands, settings.max_batch)
+        handle = _redis_client.client_for(settings.connection)
+        replies = await _redis_client.execute(handle, batches, endpoint)
+        for batch, batch_replies in zip(batches, replies, strict=True):
+            for command, reply in zip(batch, batch_replies, strict=True):
+                if isinstance(reply, Exception):
+                    for key in command.keys:
+                        results[key] = _redis_client.translate(reply, endpoint, key=key)
+                else:
+                    results.update(_redis_codec.decode(command, reply, settings, self.schema))
+        return results
+
+    async def aclose(self) -> None:
+        """Close this process's client for these settings on the running loop.
+
+        A later ``lookup_many`` opens a new one. Copies sharing the pool lose it too.
+        """
+        await _redis_client.close_client(self._settings.connection)
+
+    def __repr__(self) -> str:
+        s = self._settings
+        c = s.connection
+        parts = [
+            repr(c.endpoint.masked_url()),
+            f"key_template={s.key_template.text!r}",
+            f"value={s.value.value!r}",
+            f"schema={self.schema!r}",
+        ]
+        if s.hash_fields is not None:
+            shown = {name: f.decode(s.key_template.encoding) for name, f in s.hash_fields}
+            parts.append(f"fields={shown!r}")
+        parts += [f"max_batch={s.max_batch}", f"pool_size={c.pool_size}", f"timeout={c.timeout:g}"]
+        if c.endpoint.cluster:
+            parts.append("cluster=True")
+        return f"RedisLookup({', '.join(parts)})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RedisLookup):
+            return NotImplemented
+        return self._settings == other._settings and self.schema == other.schema
+
+    def __hash__(self) -> int:
+        return hash((self._settings, self.schema))

@@ -1,0 +1,133 @@
+"""Eager starts: run a coroutine's first step at once, inside a task of its own.
+
+An instantly-completing coroutine then costs no trip through the event loop, which is
+what makes per-record coroutines affordable. During every step
+``asyncio.current_task()`` is the record's own task, so ``asyncio.timeout``, aiohttp and
+redis.asyncio work inside ``invoke``; a coroutine that suspends goes on as an ordinary
+task.
+
+Python 3.12 has this built in (``Task(..., eager_start=True)``). On 3.10 and 3.11 the
+runner drives the first step of asyncio's pure-Python task itself, and reuses the task
+object of a coroutine that finished in that step without anything holding on to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+# (the task to wait for, or None when the coroutine already finished; result; error)
+Started = tuple["asyncio.Task[Any] | None", Any, "BaseException | None"]
+
+
+class _Runner312:
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def start(self, coro: Coroutine[Any, Any, Any]) -> Started:
+        task = asyncio.Task(coro, loop=self._loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+        if not task.done():
+            return task, None, None
+        if task.cancelled():
+            return None, None, asyncio.CancelledError()
+        error = task.exception()
+        return None, (None if error is not None else task.result()), error
+
+
+if sys.version_info < (3, 12):  # pragma: no branch
+    from asyncio import futures, tasks
+
+    _enter_task = tasks._enter_task
+    _leave_task = tasks._leave_task
+    _current_tasks = tasks._current_tasks  # the C module's own dict (3.10, 3.11)
+    _copy_context = contextvars.copy_context
+
+    class _RecordTask(tasks._PyTask):  # type: ignore[name-defined,misc]
+        """asyncio's Python task, created without scheduling its first step."""
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            futures._PyFuture.__init__(self, loop=loop)  # type: ignore[attr-defined]
+            self._name = "enrich-record"
+            self._num_cancels_requested = 0
+            self._must_cancel = False
+            self._fut_waiter = None
+            self._coro = None
+            self._context = None
+            self._log_destroy_pending = False  # a spare task is not a pending one
+
+    class _Runner311:
+        __slots__ = ("_loop", "_spare")
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self._loop = loop
+            self._spare: _RecordTask | None = None
+
+        def start(self, coro: Coroutine[Any, Any, Any]) -> Started:
+            loop = self._loop
+            task = self._spare or _RecordTask(loop)
+            self._spare = None
+            context = task._context = _copy_context()
+            task._coro = coro
+            result = error = yielded = None
+            suspended = False
+            # Started from inside another task (a timer run by a test's FakeClock, the
+            # async twin): step aside for the record's task, as 3.12's eager tasks do.
+            outer = _current_tasks.get(loop)
+            if outer is not None:
+                _leave_task(loop, outer)
+            _enter_task(loop, task)
+            try:
+                yielded = context.run(coro.send, None)
+                suspended = True
+            except StopIteration as stop:
+                result = stop.value
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                error = exc
+            finally:
+                _leave_task(loop, task)
+                if outer is not None:
+                    _enter_task(loop, outer)
+            if suspended:
+                self._go_on(task, yielded)
+                return task, None, None
+            if task._callbacks or task._must_cancel or task._num_cancels_requested:
+                # Something holds on to this task: finish it like asyncio would.
+                if error is None:
+                    futures._PyFuture.set_result(task, result)
+                else:
+                    futures._PyFuture.set_exception(task, error)
+                    task._log_traceback = False
+            else:
+                task._coro = task._context = None
+                self._spare = task
+            return None, result, error
+
+        def _go_on(self, task: _RecordTask, yielded: Any) -> None:
+            """What ``Task.__step`` does after a step that yielded, then hand over."""
+            task._log_destroy_pending = True
+            tasks._register_task(task)
+            step = task._Task__step
+            context = task._context
+            blocking = getattr(yielded, "_asyncio_future_blocking", None)
+            if blocking and futures._get_loop(yielded) is self._loop:
+                yielded._asyncio_future_blocking = False
+                yielded.add_done_callback(task._Task__wakeup, context=context)
+                task._fut_waiter = yielded
+                if task._must_cancel and yielded.cancel(msg=task._cancel_message):
+                    task._must_cancel = False
+            elif yielded is None:  # a bare yield: give the loop one iteration
+                self._loop.call_soon(step, context=context)
+            else:
+                error = RuntimeError(f"task {task!r} got bad yield: {yielded!r}")
+                self._loop.call_soon(step, error, context=context)
+
+    EagerRunner: Any = _Runner311
+else:  # pragma: no cover - exercised on the interpreters that have it
+    EagerRunner = _Runner312

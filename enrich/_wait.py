@@ -1,0 +1,347 @@
+"""``ordered_wait`` / ``unordered_wait``: the operator as a plain or async iterator.
+
+The caller's thread pulls inputs and hands them to the runtime loop in chunks, as long
+as it holds credit (``capacity`` minus what is in flight); with no credit left it blocks
+on the next batch of outputs, which returns credit. That is the backpressure: nothing is
+ever buffered beyond ``capacity``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import queue as _queue_mod
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from itertools import chain, islice
+from typing import Any
+
+from ._clock import Clock, LoopClock
+from ._function import as_async_function
+from ._model import OperatorStatistics, OutputMode
+from ._operator import Operator
+from ._retry import RetryStrategy
+from ._runtime import get_loop, in_loop_thread
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_CAPACITY = 100
+# Records handed to the loop in one go; bounds the latency of the first outputs.
+MAX_CHUNK = 1024
+
+
+def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy | None) -> None:
+    if isinstance(capacity, bool) or not isinstance(capacity, int):
+        raise ValueError(f"capacity must be an int, got {capacity!r}")
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
+    if retry is not None and not isinstance(retry, RetryStrategy):
+        raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
+
+
+class AsyncWaitIterator(Iterator[Any]):
+    """The outputs of an operator run, pulled from any thread but the runtime loop's.
+
+    The run starts on the first ``next()``. Breaking out early (or ``close()``) cancels
+    what is in flight and closes the function. ``statistics()`` may be read at any time.
+    """
+
+    def __init__(
+        self,
+        inputs: Iterable[Any],
+        func: Any,
+        *,
+        mode: OutputMode,
+        timeout: float | None,
+        capacity: int,
+        retry: RetryStrategy | None,
+        clock: Clock | None,
+    ) -> None:
+        _check_settings(timeout, capacity, retry)
+        self._inputs = inputs
+        self._func = as_async_function(func)
+        self._mode = mode
+        self._timeout = timeout
+        self._capacity = capacity
+        self._retry = retry
+        self._clock = clock
+        self._operator: Operator | None = None
+        self._outputs = self._run()
+        self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
+
+    def __next__(self) -> Any:
+        return next(self._flat)
+
+    def batches(self) -> Iterator[list[Any]]:
+        """The outputs as the lists the operator emits them in (for batch consumers)."""
+        return self._outputs
+
+    def close(self) -> None:
+        self._outputs.close()
+
+    def statistics(self) -> OperatorStatistics:
+        op = self._operator
+        return op.statistics() if op is not None else OperatorStatistics()
+
+    def _run(self) -> Iterator[list[Any]]:
+        loop = get_loop()
+        if in_loop_thread(loop):
+            raise RuntimeError(
+                "ordered_wait()/unordered_wait() block; on the runtime loop use "
+                "ordered_wait_async()/unordered_wait_async()"
+            )
+        messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
+        op = Operator(
+            self._func,
+            mode=self._mode,
+            timeout=self._timeout,
+            retry=self._retry,
+            clock=self._clock or LoopClock(loop),
+            loop=loop,
+            post=messages.put,
+        )
+        self._operator = op
+        asyncio.run_coroutine_threadsafe(op.open(), loop).result()
+        inputs = iter(self._inputs)
+        credit = self._capacity
+        exhausted = False
+        ended = False
+        try:
+            while True:
+                if credit and not exhausted:
+                    want = min(credit, MAX_CHUNK)
+                    chunk = list(islice(inputs, want))
+                    exhausted = len(chunk) < want
+                    if chunk:
+                        credit -= len(chunk)
+                        loop.call_soon_threadsafe(op.admit, chunk)
+                    if exhausted:
+                        loop.call_soon_threadsafe(op.finish)
+                    block = not credit or exhausted
+                else:
+                    block = True
+                while True:
+                    try:
+                        message = messages.get() if block else messages.get_nowait()
+                    except _queue_mod.Empty:
+                        break
+                    kind = message[0]
+                    if kind == "emit":
+                        credit += message[2]
+                        if message[1]:
+                            yield message[1]
+                    elif kind == "fail":
+                        ended = True
+                        raise message[1]
+                    else:
+                        ended = True
+                        return
+                    block = False
+        finally:
+            if not ended:
+                _cancel_and_wait(op, loop, messages)
+
+
+def _cancel_and_wait(
+    op: Operator, loop: asyncio.AbstractEventLoop, messages: _queue_mod.SimpleQueue[Any]
+) -> None:
+    """Stop a run the consumer abandoned, and wait until its function is closed."""
+    loop.call_soon_threadsafe(op.cancel)
+    while True:
+        try:
+            kind = messages.get(timeout=30)[0]
+        except _queue_mod.Empty:  # pragma: no cover - a close() hook that hangs
+            return
+        if kind in ("fail", "done"):
+            return
+
+
+def ordered_wait(
+    inputs: Iterable[Any],
+    func: Any,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    capacity: int = DEFAULT_CAPACITY,
+    retry: RetryStrategy | None = None,
+    clock: Clock | None = None,
+) -> AsyncWaitIterator:
+    """Apply ``func`` to every input asynchronously; outputs come in input order.
+
+    Args:
+        inputs: any iterable; :class:`~enrich.Watermark` items pass through in place.
+        func: an :class:`~enrich.AsyncFunction`, or ``async def f(value) -> iterable``.
+        timeout: seconds from a record's first call to its final completion, retries
+            included; None for no timeout. On expiry ``func.timeout()`` runs (by default
+            raising :class:`~enrich.LookupTimeout`).
+        capacity: records in flight at most; a full operator blocks the caller.
+        retry: a retry strategy, or None.
+        clock: the time source (tests inject ``enrich.testing.FakeClock``).
+
+    Returns:
+        An iterator of the outputs, flattened (a record completing with ``[]`` emits
+        nothing). An error of any record is raised from it, after which the run is over.
+    """
+    return AsyncWaitIterator(
+        inputs, func, mode=OutputMode.ORDERED, timeout=timeout, capacity=capacity,
+        retry=retry, clock=clock,
+    )
+
+
+def unordered_wait(
+    inputs: Iterable[Any],
+    func: Any,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    capacity: int = DEFAULT_CAPACITY,
+    retry: RetryStrategy | None = None,
+    clock: Clock | None = None,
+) -> AsyncWaitIterator:
+    """Like :func:`ordered_wait`, but outputs come as records complete; no record ever
+    crosses a :class:`~enrich.Watermark`, and a watermark follows every record before it."""
+    return AsyncWaitIterator(
+        inputs, func, mode=OutputMode.UNORDERED, timeout=timeout, capacity=capacity,
+        retry=retry, clock=clock,
+    )
+
+
+class AsyncWaitAsyncIterator(AsyncIterator[Any]):
+    """The async twin of :class:`AsyncWaitIterator`: the operator runs on the caller's
+    own loop, which is then its mailbox."""
+
+    def __init__(
+        self,
+        inputs: Iterable[Any] | AsyncIterable[Any],
+        func: Any,
+        *,
+        mode: OutputMode,
+        timeout: float | None,
+        capacity: int,
+        retry: RetryStrategy | None,
+        clock: Clock | None,
+    ) -> None:
+        _check_settings(timeout, capacity, retry)
+        self._inputs = inputs
+        self._func = as_async_function(func)
+        self._settings = (mode, timeout, retry, clock)
+        self._capacity = capacity
+        self._operator: Operator | None = None
+        self._outputs = self._run()
+        self._pending: collections.deque[Any] = collections.deque()
+
+    def __aiter__(self) -> AsyncWaitAsyncIterator:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._pending:
+            self._pending.extend(await self._outputs.__anext__())
+        return self._pending.popleft()
+
+    async def aclose(self) -> None:
+        await self._outputs.aclose()
+
+    def statistics(self) -> OperatorStatistics:
+        op = self._operator
+        return op.statistics() if op is not None else OperatorStatistics()
+
+    async def _run(self) -> AsyncIterator[list[Any]]:
+        loop = asyncio.get_running_loop()
+        mode, timeout, retry, clock = self._settings
+        messages: collections.deque[tuple[Any, ...]] = collections.deque()
+        arrived = asyncio.Event()
+
+        def post(message: tuple[Any, ...]) -> None:
+            messages.append(message)
+            arrived.set()
+
+        op = Operator(
+            self._func, mode=mode, timeout=timeout, retry=retry,
+            clock=clock or LoopClock(loop), loop=loop, post=post,
+        )
+        self._operator = op
+        await op.open()
+        inputs = _aiter(self._inputs)
+        credit = self._capacity
+        exhausted = False
+        ended = False
+        try:
+            while True:
+                chunk: list[Any] = []
+                while credit and not exhausted and len(chunk) < MAX_CHUNK:
+                    try:
+                        chunk.append(await inputs.__anext__())
+                    except StopAsyncIteration:
+                        exhausted = True
+                        break
+                    credit -= 1
+                if chunk:
+                    op.admit(chunk)
+                if exhausted:
+                    op.finish()
+                if not messages and (not credit or exhausted):
+                    arrived.clear()
+                    await arrived.wait()
+                while messages:
+                    message = messages.popleft()
+                    if message[0] == "emit":
+                        credit += message[2]
+                        if message[1]:
+                            yield message[1]
+                    elif message[0] == "fail":
+                        ended = True
+                        raise message[1]
+                    else:
+                        ended = True
+                        return
+        finally:
+            if not ended:
+                op.cancel()
+                while not ended:
+                    while messages:
+                        ended = ended or messages.popleft()[0] in ("fail", "done")
+                    if not ended:
+                        arrived.clear()
+                        await arrived.wait()
+
+
+async def _aiter(inputs: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+    if isinstance(inputs, AsyncIterable):
+        async for item in inputs:
+            yield item
+    else:
+        for item in inputs:
+            yield item
+
+
+def ordered_wait_async(
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    func: Any,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    capacity: int = DEFAULT_CAPACITY,
+    retry: RetryStrategy | None = None,
+    clock: Clock | None = None,
+) -> AsyncWaitAsyncIterator:
+    """The async twin of :func:`ordered_wait`, for asyncio programs."""
+    return AsyncWaitAsyncIterator(
+        inputs, func, mode=OutputMode.ORDERED, timeout=timeout, capacity=capacity,
+        retry=retry, clock=clock,
+    )
+
+
+def unordered_wait_async(
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    func: Any,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    capacity: int = DEFAULT_CAPACITY,
+    retry: RetryStrategy | None = None,
+    clock: Clock | None = None,
+) -> AsyncWaitAsyncIterator:
+    """The async twin of :func:`unordered_wait`, for asyncio programs."""
+    return AsyncWaitAsyncIterator(
+        inputs, func, mode=OutputMode.UNORDERED, timeout=timeout, capacity=capacity,
+        retry=retry, clock=clock,
+    )
+

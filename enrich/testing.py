@@ -1,0 +1,242 @@
+"""Test doubles shipped for users' tests too: a fake clock and scriptable functions.
+
+Example::
+
+    clock = FakeClock()
+    slow = FakeFunction(clock=clock, latency={"b": 5.0})
+    results = ordered_wait_async(["a", "b"], slow, timeout=1.0, clock=clock)
+    ...
+    clock.advance(1.0)   # "b" times out, exactly at t=1.0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from ._function import AsyncFunction, ResultFuture
+from ._runtime import in_loop_thread
+
+
+class _FakeTimer:
+    __slots__ = ("callback", "cancelled", "when")
+
+    def __init__(self, when: float, callback: Callable[[], object]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """A clock that moves only when told to, for exact tests of time.
+
+    Timers run on the loop that scheduled them, in time order, when :meth:`advance`
+    passes their time; ``now()`` reads exactly the time of the timer being run.
+    ``advance`` may be called from the loop or from any other thread (it then waits
+    until the callbacks ran on the loop).
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+        self._timers: list[tuple[float, int, _FakeTimer]] = []
+        self._seq = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def now(self) -> float:
+        return self._now
+
+    def call_at(self, when: float, callback: Callable[[], object]) -> _FakeTimer:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        timer = _FakeTimer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
+
+    async def sleep(self, delay: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        timer = self.call_at(self._now + delay, wake)
+        try:
+            await future
+        finally:
+            timer.cancel()  # a cancelled sleeper leaves no timer behind
+
+    def pending_timers(self) -> int:
+        """How many timers are scheduled and not cancelled."""
+        return sum(1 for _, _, t in self._timers if not t.cancelled)
+
+    def next_deadline(self) -> float | None:
+        live = [when for when, _, t in self._timers if not t.cancelled]
+        return min(live) if live else None
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds``, running every timer that falls due."""
+        if seconds < 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds}")
+        loop = self._loop
+        if loop is None or in_loop_thread(loop) or not loop.is_running():
+            self._advance(seconds)
+            return
+        done: Future[None] = Future()
+
+        def run() -> None:
+            try:
+                self._advance(seconds)
+                done.set_result(None)
+            except BaseException as exc:  # pragma: no cover - surfaced to the caller
+                done.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        done.result(timeout=30)
+
+    def _advance(self, seconds: float) -> None:
+        target = self._now + seconds
+        while self._timers and self._timers[0][0] <= target:
+            when, _, timer = heapq.heappop(self._timers)
+            if timer.cancelled:
+                continue
+            self._now = max(self._now, when)
+            timer.callback()
+        self._now = target
+
+
+async def settle(rounds: int = 50) -> None:
+    """Let the running loop run everything that is ready (callbacks, woken tasks)."""
+    loop = asyncio.get_running_loop()
+    ready = getattr(loop, "_ready", None)  # asyncio's run queue; uvloop has none
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+        if ready is not None and not ready:
+            # Nothing else runnable: one more turn lets callbacks scheduled by the last
+            # step run too.
+            await asyncio.sleep(0)
+            if not ready:
+                return
+
+
+async def drive(clock: FakeClock, awaitable: Any, *, limit: float = 1e6) -> Any:
+    """Await ``awaitable`` while jumping ``clock`` to the next timer whenever the loop is
+    idle (trio's "autojump"). Raises ``RuntimeError`` if nothing is left to wake it."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        while True:
+            await settle()
+            if task.done():
+                return task.result()
+            deadline = clock.next_deadline()
+            if deadline is None:
+                raise RuntimeError("drive(): the awaitable waits, but no timer is left")
+            if deadline > limit:
+                raise RuntimeError(f"drive(): next timer at {deadline} is past {limit}")
+            clock.advance(max(deadline - clock.now(), 0.0))
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+class FakeFunction(AsyncFunction):
+    """A scriptable coroutine-style function.
+
+    Args:
+        fn: the result for a value (default: ``[value]``).
+        clock: the clock whose ``sleep`` makes latency (a FakeClock keeps tests exact).
+        latency: seconds per call: a number, a mapping value -> seconds, or a callable.
+        fail: value -> how many calls fail before one succeeds.
+        never: values whose calls never answer.
+        error: the exception (or a callable value -> exception) a failing call raises.
+
+    It records ``calls`` (every value it was called with, retries included) and the
+    ``max_concurrency`` it saw.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Iterable[Any]] = lambda value: [value],
+        *,
+        clock: Any = None,
+        latency: float | Mapping[Any, float] | Callable[[Any], float] = 0.0,
+        fail: Mapping[Any, int] | None = None,
+        never: Iterable[Any] = (),
+        error: BaseException | Callable[[Any], BaseException] | None = None,
+    ) -> None:
+        self._fn = fn
+        self._clock = clock
+        self._latency = latency
+        self._fail = dict(fail or {})
+        self._never = set(never)
+        self._error = error
+        self.calls: list[Any] = []
+        self.in_flight = 0
+        self.max_concurrency = 0
+        self.opened = 0
+        self.closed = 0
+
+    def open(self) -> None:
+        self.opened += 1
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def latency_of(self, value: Any) -> float:
+        latency = self._latency
+        if callable(latency):
+            return float(latency(value))
+        if isinstance(latency, Mapping):
+            return float(latency.get(value, 0.0))
+        return float(latency)
+
+    async def invoke(self, value: Any) -> Iterable[Any]:
+        self.calls.append(value)
+        self.in_flight += 1
+        self.max_concurrency = max(self.max_concurrency, self.in_flight)
+        try:
+            if value in self._never:
+                await asyncio.get_running_loop().create_future()
+            delay = self.latency_of(value)
+            if delay > 0:
+                await (self._clock.sleep(delay) if self._clock else asyncio.sleep(delay))
+            if self._fail.get(value, 0) > 0:
+                self._fail[value] -= 1
+                error = self._error
+                if callable(error) and not isinstance(error, BaseException):
+                    raise error(value)
+                raise error if error is not None else RuntimeError(f"scripted failure for {value!r}")
+            return self._fn(value)
+        finally:
+            self.in_flight -= 1
+
+
+class ManualFunction(AsyncFunction):
+    """A callback-style function that completes only when the test says so.
+
+    ``pending`` maps each value to the ResultFuture of its latest call, so a test can
+    complete records in any scripted order: ``fn.complete("b", ["B"])``.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, ResultFuture] = {}
+        self.calls: list[Any] = []
+
+    def async_invoke(self, value: Any, result: ResultFuture) -> None:
+        self.calls.append(value)
+        self.pending[value] = result
+
+    def complete(self, value: Any, outputs: Iterable[Any]) -> None:
+        self.pending[value].complete(outputs)
+
+    def fail(self, value: Any, error: BaseException) -> None:
+        self.pending[value].complete_exceptionally(error)
+
+
+__all__ = ("FakeClock", "FakeFunction", "ManualFunction", "drive", "settle")

@@ -1,0 +1,264 @@
+"""A scriptable HTTP/JSON service for connector tests: a real aiohttp server on 127.0.0.1.
+
+It runs on its own loop in a daemon thread, so async tests (any loop) and synchronous
+callers (Spark workers, ``run_sync``) can use it alike. Each test scripts it, then reads
+what it received::
+
+    server.data["u1"] = {"name": "Ada"}           # GET .../u1 -> 200 {"name": "Ada"}
+    server.fail("u2", 503, retry_after="7")        # -> 503 with Retry-After: 7
+    server.latency["u3"] = 0.2                     # answer after 200 ms
+    server.malformed.add("u4")                     # -> 200 with a body that is not JSON
+    server.drop.add("u5")                          # headers, half a body, then a closed socket
+    server.requests                                # every request, with its raw path
+
+A request's key is its last path segment, percent-decoded (or its ``id`` query value when
+there is one); unknown keys get 404. ``POST /batch`` takes a JSON array of keys and answers
+``{str(key): document}`` for the known ones (composite keys: their compact JSON text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from aiohttp import web
+
+BATCH_PATH = "/batch"
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the server saw it.
+
+    Attributes:
+        method: the HTTP method.
+        raw_path: path and query exactly as sent, still percent-encoded.
+        key: the key the server read from it.
+        headers: the request headers.
+        body: the request body.
+        started: ``time.monotonic()`` when the handler started.
+    """
+
+    method: str
+    raw_path: str
+    key: str | None
+    headers: Mapping[str, str]
+    body: bytes
+    started: float
+
+    @property
+    def segments(self) -> list[str]:
+        """The raw (still encoded) path segments."""
+        return self.raw_path.partition("?")[0].split("/")[1:]
+
+
+@dataclass
+class _Script:
+    data: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
+    malformed: set[str] = field(default_factory=set)
+    drop: set[str] = field(default_factory=set)
+    batch_status: tuple[int, dict[str, str]] | None = None
+    default_latency: float = 0.0
+
+
+class HttpTestServer:
+    """The server; ``start()`` it once, ``reset()`` it between tests, ``stop()`` it at the end."""
+
+    def __init__(self) -> None:
+        self._script = _Script()
+        self._lock = threading.Lock()
+        self._requests: list[Received] = []
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.ServerRunner | None = None
+        self.port = 0
+
+    # -- scripting (from the test's thread) ---------------------------------------------
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Key -> JSON document answered with 200."""
+        return self._script.data
+
+    @property
+    def latency(self) -> dict[str, float]:
+        """Key -> seconds to wait before answering."""
+        return self._script.latency
+
+    @property
+    def malformed(self) -> set[str]:
+        """Keys answered with 200 and a body that is not JSON."""
+        return self._script.malformed
+
+    @property
+    def drop(self) -> set[str]:
+        """Keys whose connection is closed halfway through the response body."""
+        return self._script.drop
+
+    def set_default_latency(self, seconds: float) -> None:
+        self._script.default_latency = seconds
+
+    def fail(self, key: str, status: int, *, retry_after: str | None = None) -> None:
+        """Answer ``key`` with ``status`` (and a ``Retry-After`` header when given)."""
+        headers = {} if retry_after is None else {"Retry-After": retry_after}
+        self._script.status[key] = (status, headers)
+
+    def fail_batch(self, status: int, *, retry_after: str | None = None) -> None:
+        """Answer every batch POST with ``status``."""
+        headers = {} if retry_after is None else {"Retry-After": retry_after}
+        self._script.batch_status = (status, headers)
+
+    def reset(self) -> None:
+        """Forget the script, the request log and the concurrency record."""
+        with self._lock:
+            self._script = _Script()
+            self._requests = []
+            self._max_in_flight = 0
+
+    # -- observations -------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[Received]:
+        """Every request received since the last reset, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests the server was handling at the same time."""
+        with self._lock:
+            return self._max_in_flight
+
+    def url(self, path: str = "") -> str:
+        """``http://127.0.0.1:<port><path>``; ``{}`` slots pass through."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(
+            target=loop.run_forever, name="http-test-server", daemon=True
+        )
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), loop).result(timeout=10)
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+        self._loop = self._thread = None
+
+    async def _start(self) -> None:
+        # A low-level server rather than an Application: the router would answer 404 itself
+        # for decoded paths its patterns do not match (a key with a newline). Keys of
+        # 10,000 characters (30,000 bytes once encoded) must fit in a request line; a
+        # handler is cancelled when its client goes away (a test's timeout) so nothing
+        # keeps sleeping after the test.
+        server = web.Server(
+            self._handle,
+            handler_cancellation=True,
+            max_line_size=1 << 20,
+            max_field_size=1 << 16,
+            access_log=None,
+        )
+        runner = web.ServerRunner(server, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- serving (on the server's thread) -----------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        started = time.monotonic()
+        body = await request.read()
+        key = _key_of(request.raw_path)
+        with self._lock:
+            script = self._script
+            self._requests.append(
+                Received(request.method, request.raw_path, key, dict(request.headers), body, started)
+            )
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            if request.raw_path.partition("?")[0] == BATCH_PATH:
+                return await self._batch(script, body)
+            return await self._one(request, script, key)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _one(self, request: web.BaseRequest, script: _Script, key: str | None) -> web.StreamResponse:
+        delay = script.latency.get(key or "", script.default_latency)
+        if delay:
+            await asyncio.sleep(delay)
+        if key in script.status:
+            status, headers = script.status[key]
+            return web.json_response({"error": status}, status=status, headers=headers)
+        if key in script.malformed:
+            return web.Response(body=b'{"name": "Ada", oops', content_type="application/json")
+        if key in script.drop:
+            response = web.StreamResponse(headers={"Content-Type": "application/json"})
+            response.content_length = 1000
+            await response.prepare(request)
+            await response.write(b'{"name": "Ad')
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if key is None or key not in script.data:
+            return web.json_response({"error": "not found"}, status=404)
+        return web.json_response(script.data[key])
+
+    async def _batch(self, script: _Script, body: bytes) -> web.StreamResponse:
+        if script.default_latency:
+            await asyncio.sleep(script.default_latency)
+        if script.batch_status is not None:
+            status, headers = script.batch_status
+            return web.json_response({"error": status}, status=status, headers=headers)
+        keys = json.loads(body)
+        answer = {}
+        for key in keys:
+            text = json.dumps(key, separators=(",", ":"), ensure_ascii=False) if isinstance(key, list) else str(key)
+            if text in script.malformed:
+                return web.Response(body=b"[not json", content_type="application/json")
+            if text in script.data:
+                answer[text] = script.data[text]
+        return web.json_response(answer)
+
+
+def _key_of(raw_path: str) -> str | None:
+    path, _, query = raw_path.partition("?")
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "id":
+            return value
+    segment = path.rsplit("/", 1)[-1]
+    return unquote(segment) if segment else None
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (for connection-refused tests)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,347 @@
+"""Real Redis servers for tests: standalone (stoppable, restartable), secured, and clusters.
+
+Servers are started from a local ``redis-server`` binary (``$ENRICH_REDIS_SERVER`` or
+``redis-server`` on PATH) on free ports, never 6379, each in its own directory. When
+testcontainers can reach a Docker engine, :func:`start_standalone` uses its Redis
+module instead (set ``ENRICH_REDIS_BACKEND=local`` to force the binary). Start-up is
+awaited by polling with a deadline; a server that dies early fails with its log tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+STARTUP_TIMEOUT = 20.0
+_FORBIDDEN_PORTS = {6379}  # a Redis we must not depend on may run there
+_POLL_INTERVAL = 0.02
+
+
+class RedisUnavailable(RuntimeError):
+    """No way to run a Redis server here (no binary, no Docker engine)."""
+
+
+def redis_server_binary() -> str:
+    """The redis-server executable to use, or ``RedisUnavailable`` saying how to get one."""
+    configured = os.environ.get("ENRICH_REDIS_SERVER")
+    if configured:
+        if not os.access(configured, os.X_OK):
+            raise RedisUnavailable(f"ENRICH_REDIS_SERVER={configured!r} is not executable")
+        return configured
+    found = shutil.which("redis-server")
+    if found is None:
+        raise RedisUnavailable(
+            "no redis-server on PATH and no Docker engine for testcontainers: install Redis "
+            "('apt-get install redis-server', 'brew install redis') or set "
+            "ENRICH_REDIS_SERVER=/path/to/redis-server"
+        )
+    return found
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (never 6379)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _FORBIDDEN_PORTS:
+            return port
+
+
+@dataclass
+class RedisServer:
+    """A redis-server process on 127.0.0.1:port, with its data directory.
+
+    ``stop()`` and ``start()`` may be repeated; the port stays the same, so clients
+    configured with :attr:`url` reach the restarted server.
+    """
+
+    directory: Path
+    port: int = field(default_factory=free_port)
+    host: str = "127.0.0.1"
+    password: str | None = None
+    # ACL users: name -> (password, ACL rules such as "~user:* +@read").
+    users: dict[str, tuple[str, str]] = field(default_factory=dict)
+    extra_config: list[str] = field(default_factory=list)
+    binary: str = field(default_factory=redis_server_binary)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _clients: list[redis.Redis] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        """A URL without credentials (add them yourself where a test needs them)."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "redis.log"
+
+    def start(self) -> RedisServer:
+        """Start the server and wait until it answers PING."""
+        if self.port in _FORBIDDEN_PORTS:
+            raise ValueError(f"refusing to start a test Redis on port {self.port}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "redis.conf"
+        config.write_text("\n".join(self._config_lines()) + "\n")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.binary, str(config)],
+                cwd=self.directory,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self._wait_until_up()
+        return self
+
+    def _config_lines(self) -> list[str]:
+        lines = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            f"dir {self.directory}",
+            f"logfile {self.log_path}",
+            'save ""',
+            "appendonly no",
+            "daemonize no",
+            "protected-mode no",
+        ]
+        if self.password is not None:
+            lines.append(f"requirepass {self.password}")
+        for name, (password, rules) in self.users.items():
+            lines.append(f"user {name} on >{password} {rules}")
+        return lines + self.extra_config
+
+    def _wait_until_up(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        probe = redis.Redis(
+            host=self.host, port=self.port, password=self.password, socket_timeout=1
+        )
+        try:
+            while True:
+                assert self.process is not None
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"redis-server exited with {self.process.returncode} during start-up; "
+                        f"log tail:\n{self.log_tail()}"
+                    )
+                with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
+                    if probe.ping():
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"redis-server on port {self.port} not up after {STARTUP_TIMEOUT}s; "
+                        f"log tail:\n{self.log_tail()}"
+                    )
+                time.sleep(_POLL_INTERVAL)
+        finally:
+            probe.close()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and close the clients handed out."""
+        self.close_clients()
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (the data set starts empty)."""
+        self.stop()
+        self.start()
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A sync client (bytes replies), closed by :meth:`stop` or :meth:`close_clients`."""
+        options: dict[str, Any] = {"password": self.password, "socket_timeout": 10}
+        options.update(kwargs)
+        client = redis.Redis(host=self.host, port=self.port, **options)
+        self._clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+
+@dataclass
+class ContainerRedis:
+    """A Redis in a Docker container (testcontainers); the same surface as RedisServer."""
+
+    container: Any
+    host: str
+    port: int
+    password: str | None = None
+    _clients: list[redis.Redis] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        options: dict[str, Any] = {"socket_timeout": 10}
+        options.update(kwargs)
+        client = redis.Redis(host=self.host, port=self.port, **options)
+        self._clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+
+    def stop(self) -> None:
+        self.close_clients()
+        self.container.stop()
+
+
+def docker_available() -> bool:
+    """Whether testcontainers can reach a Docker engine (and the user did not opt out)."""
+    backend = os.environ.get("ENRICH_REDIS_BACKEND", "").lower()
+    if backend == "local":
+        return False
+    if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # any failure to reach the engine means "use the local binary"
+        return False
+
+
+def start_standalone(directory: Path) -> RedisServer | ContainerRedis:
+    """A plain standalone Redis: in Docker when reachable, else from the local binary."""
+    if docker_available():
+        from testcontainers.redis import RedisContainer
+
+        container = RedisContainer("redis:7-alpine").start()
+        port = int(container.get_exposed_port(6379))
+        return ContainerRedis(container, container.get_container_host_ip(), port)
+    return RedisServer(directory).start()
+
+
+@dataclass
+class RedisClusterServers:
+    """A Redis Cluster of masters only (no replicas), slots split evenly between them."""
+
+    nodes: list[RedisServer]
+    _clients: list[redis.RedisCluster] = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.nodes[0].host
+
+    @property
+    def port(self) -> int:
+        return self.nodes[0].port
+
+    @property
+    def url(self) -> str:
+        """The URL of the first node (a cluster client discovers the others)."""
+        return self.nodes[0].url
+
+    def client(self) -> redis.RedisCluster:
+        """A sync cluster client, closed by :meth:`stop` or :meth:`close_clients`."""
+        client = redis.RedisCluster(host=self.host, port=self.port, socket_timeout=10)
+        self._clients.append(client)
+        return client
+
+    def node_clients(self) -> list[redis.Redis]:
+        """A sync client per node (closed with the nodes' clients)."""
+        return [node.client() for node in self.nodes]
+
+    def close_clients(self) -> None:
+        clients, self._clients = self._clients, []
+        for client in clients:
+            client.close()
+        for node in self.nodes:
+            node.close_clients()
+
+    def stop(self) -> None:
+        self.close_clients()
+        for node in self.nodes:
+            node.stop()
+
+
+def start_cluster(directory: Path, masters: int = 3) -> RedisClusterServers:
+    """Start ``masters`` cluster-enabled servers, assign slots, join them, wait for ok."""
+    nodes: list[RedisServer] = []
+    bus_ports: list[int] = []
+    try:
+        for index in range(masters):
+            bus_port = free_port()
+            bus_ports.append(bus_port)
+            node = RedisServer(
+                directory / f"node{index}",
+                extra_config=[
+                    "cluster-enabled yes",
+                    "cluster-config-file nodes.conf",
+                    f"cluster-port {bus_port}",
+                    "cluster-node-timeout 5000",
+                ],
+            )
+            nodes.append(node.start())
+        cluster = RedisClusterServers(nodes)
+        _form_cluster(cluster, bus_ports)
+        return cluster
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+
+
+def _form_cluster(cluster: RedisClusterServers, bus_ports: list[int]) -> None:
+    clients = cluster.node_clients()
+    slots, count = 16384, len(clients)
+    for index, client in enumerate(clients):
+        first, last = index * slots // count, (index + 1) * slots // count - 1
+        try:
+            client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
+        except redis.ResponseError:  # Redis < 7.0 has no ADDSLOTSRANGE
+            client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
+    for node, bus_port in zip(cluster.nodes[1:], bus_ports[1:], strict=True):
+        clients[0].execute_command("CLUSTER MEET", node.host, node.port, bus_port)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        states = [client.execute_command("CLUSTER INFO") for client in clients]
+        if all(_cluster_ok(state, count) for state in states):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"cluster not ok after {STARTUP_TIMEOUT}s: {states!r}")
+        time.sleep(_POLL_INTERVAL)
+    cluster.close_clients()
+
+
+def _cluster_ok(info: Any, nodes: int) -> bool:
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    if isinstance(info, dict):
+        fields = {k: str(v) for k, v in info.items()}
+    else:
+        fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
+    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(
+        nodes
+    )
