@@ -102,7 +102,12 @@ class UrlTemplate:
         probe = self.fill([f"{_PROBE}{i}" for i in range(self.slots)])
         try:
             parts = urlsplit(probe)
-            parts.port  # noqa: B018 -- parsing the port validates it
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc} in {shown!r}") from None
+        if _PROBE in parts.netloc:
+            raise ValueError(f"{name}: a slot cannot be in the host or port, got {shown!r}")
+        try:
+            parts.port  # noqa: B018 -- reading the port validates it
         except ValueError as exc:
             raise ValueError(f"{name}: {exc} in {shown!r}") from None
         if parts.scheme.lower() not in ("http", "https"):
@@ -113,8 +118,6 @@ class UrlTemplate:
             raise ValueError(
                 f"{name} must not carry credentials (pass auth= or headers=), got {shown!r}"
             )
-        if _PROBE in parts.netloc:
-            raise ValueError(f"{name}: a slot cannot be in the host or port, got {shown!r}")
         if "#" in probe:
             raise ValueError(f"{name} must not have a fragment ('#'), got {shown!r}")
         for pair in parts.query.split("&"):

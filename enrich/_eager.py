@@ -40,24 +40,29 @@ class _Runner312:
 
 
 if sys.version_info < (3, 12):  # pragma: no branch
-    from asyncio import futures, tasks
+    # asyncio's private internals, typed loosely: this branch is pinned to 3.10/3.11.
+    from asyncio import futures as _futures
+    from asyncio import tasks as _tasks
+
+    futures: Any = _futures
+    tasks: Any = _tasks
 
     _enter_task = tasks._enter_task
     _leave_task = tasks._leave_task
     _current_tasks = tasks._current_tasks  # the C module's own dict (3.10, 3.11)
     _copy_context = contextvars.copy_context
 
-    class _RecordTask(tasks._PyTask):  # type: ignore[name-defined,misc]
+    class _RecordTask(tasks._PyTask):  # type: ignore[misc]  # a private, untyped base
         """asyncio's Python task, created without scheduling its first step."""
 
         def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-            futures._PyFuture.__init__(self, loop=loop)  # type: ignore[attr-defined]
+            futures._PyFuture.__init__(self, loop=loop)
             self._name = "enrich-record"
             self._num_cancels_requested = 0
             self._must_cancel = False
             self._fut_waiter = None
-            self._coro = None
-            self._context = None
+            self._coro: Coroutine[Any, Any, Any] | None = None
+            self._context: contextvars.Context | None = None
             self._log_destroy_pending = False  # a spare task is not a pending one
 
     class _Runner311:

@@ -77,7 +77,7 @@ class AsyncFunction:
         The operator calls this with the records admitted together; ``results[i]`` belongs
         to ``values[i]``. The default calls :meth:`async_invoke` for each.
         """
-        for value, result in zip(values, results):
+        for value, result in zip(values, results, strict=True):
             self.async_invoke(value, result)
 
     def timeout(self, value: Any, result: ResultFuture) -> None:
@@ -104,9 +104,7 @@ def as_async_function(func: Any) -> AsyncFunction:
         getattr(func, "__call__", None)  # noqa: B004 - async callable objects
     ):
         return _CoroutineFunction(func)
-    raise TypeError(
-        f"expected an enrich.AsyncFunction or an async function, got {func!r}"
-    )
+    raise TypeError(f"expected an enrich.AsyncFunction or an async function, got {func!r}")
 
 
 def invoke_style(func: AsyncFunction) -> str:

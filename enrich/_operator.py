@@ -351,9 +351,9 @@ class Operator:
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self._input_done and not self._closing and self._failed is None:
-            if len(self._queue) == 0 and not self._ready:
-                self._shut_down(None)
+        idle = len(self._queue) == 0 and not self._ready
+        if idle and self._input_done and not self._closing and self._failed is None:
+            self._shut_down(None)
 
     def _fail(self, error: BaseException) -> None:
         if self._failed is None:
@@ -385,6 +385,7 @@ class Operator:
             if error is None:
                 error = exc
             else:
-                log.warning("close() of %r failed after an earlier error", self._func,
-                            exc_info=True)
+                log.warning(
+                    "close() of %r failed after an earlier error", self._func, exc_info=True
+                )
         self._post(("fail", error) if error is not None else ("done",))

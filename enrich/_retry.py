@@ -88,7 +88,7 @@ class FixedDelayRetry(RetryStrategy):
         self.__post_init__()
         _check_non_negative("delay", delay)
 
-    def delay(self, attempt: int) -> float:  # type: ignore[override]  # name fixed by API
+    def delay(self, attempt: int) -> float:
         return float(self.delay_seconds)
 
 

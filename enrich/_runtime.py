@@ -35,7 +35,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
         else:
-            return uvloop.new_event_loop()  # type: ignore[no-any-return]
+            return uvloop.new_event_loop()
     return asyncio.new_event_loop()
 
 
@@ -83,9 +83,7 @@ def in_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def run_sync(
-    factory: Callable[[], Coroutine[Any, Any, T]], timeout: float | None = None
-) -> T:
+def run_sync(factory: Callable[[], Coroutine[Any, Any, T]], timeout: float | None = None) -> T:
     """Run a coroutine on the runtime loop and wait for it from a non-loop thread."""
     loop = get_loop()
     if in_loop_thread(loop):

@@ -107,8 +107,8 @@ class Schema:
                 f"expected an object with fields {list(self.names)}, got {_short(document)}",
                 value=document,
             )
-        out = []
-        for field, coerce in zip(self.fields, self._coercers):
+        out: list[Any] = []
+        for field, coerce in zip(self.fields, self._coercers, strict=True):
             raw = document.get(field.name)
             if raw is None:
                 out.append(None)
@@ -176,7 +176,7 @@ def _integer(kind: str) -> Callable[[Any], int]:
             raw = int(_text(raw).strip())
         if not low <= raw <= high:
             raise OverflowError(f"out of range for {kind}")
-        return raw
+        return int(raw)
 
     return coerce
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue as _queue_mod
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Generator,
+    Iterable,
+    Iterator,
+)
 from itertools import chain, islice
 from typing import Any
 
 from ._clock import Clock, LoopClock
-from ._function import as_async_function
+from ._function import AsyncFunction, as_async_function
 from ._model import OperatorStatistics, OutputMode
 from ._operator import Operator
 from ._retry import RetryStrategy
@@ -41,11 +48,26 @@ def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy |
         raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
 
 
+class _Run:
+    """What a run's generator and its iterator share (kept apart to avoid a reference
+    cycle, so a dropped iterator closes its run at once)."""
+
+    __slots__ = ("operator",)
+
+    def __init__(self) -> None:
+        self.operator: Operator | None = None
+
+    def statistics(self) -> OperatorStatistics:
+        op = self.operator
+        return op.statistics() if op is not None else OperatorStatistics()
+
+
 class AsyncWaitIterator(Iterator[Any]):
     """The outputs of an operator run, pulled from any thread but the runtime loop's.
 
-    The run starts on the first ``next()``. Breaking out early (or ``close()``) cancels
-    what is in flight and closes the function. ``statistics()`` may be read at any time.
+    The run starts on the first ``next()``. Breaking out early, ``close()`` or leaving a
+    ``with`` block cancels what is in flight and closes the function. ``statistics()``
+    may be read at any time, from any thread.
     """
 
     def __init__(
@@ -60,19 +82,20 @@ class AsyncWaitIterator(Iterator[Any]):
         clock: Clock | None,
     ) -> None:
         _check_settings(timeout, capacity, retry)
-        self._inputs = inputs
-        self._func = as_async_function(func)
-        self._mode = mode
-        self._timeout = timeout
-        self._capacity = capacity
-        self._retry = retry
-        self._clock = clock
-        self._operator: Operator | None = None
-        self._outputs = self._run()
+        self._run = _Run()
+        self._outputs = _run_sync(
+            self._run, inputs, as_async_function(func), mode, timeout, capacity, retry, clock
+        )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
 
     def __next__(self) -> Any:
         return next(self._flat)
+
+    def __enter__(self) -> AsyncWaitIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def batches(self) -> Iterator[list[Any]]:
         """The outputs as the lists the operator emits them in (for batch consumers)."""
@@ -82,66 +105,79 @@ class AsyncWaitIterator(Iterator[Any]):
         self._outputs.close()
 
     def statistics(self) -> OperatorStatistics:
-        op = self._operator
-        return op.statistics() if op is not None else OperatorStatistics()
+        return self._run.statistics()
 
-    def _run(self) -> Iterator[list[Any]]:
-        loop = get_loop()
-        if in_loop_thread(loop):
-            raise RuntimeError(
-                "ordered_wait()/unordered_wait() block; on the runtime loop use "
-                "ordered_wait_async()/unordered_wait_async()"
-            )
-        messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
-        op = Operator(
-            self._func,
-            mode=self._mode,
-            timeout=self._timeout,
-            retry=self._retry,
-            clock=self._clock or LoopClock(loop),
-            loop=loop,
-            post=messages.put,
+    @property
+    def _operator(self) -> Operator | None:
+        return self._run.operator
+
+
+def _run_sync(
+    run: _Run,
+    inputs: Iterable[Any],
+    func: AsyncFunction,
+    mode: OutputMode,
+    timeout: float | None,
+    capacity: int,
+    retry: RetryStrategy | None,
+    clock: Clock | None,
+) -> Generator[list[Any], None, None]:
+    loop = get_loop()
+    if in_loop_thread(loop):
+        raise RuntimeError(
+            "ordered_wait()/unordered_wait() block; on the runtime loop use "
+            "ordered_wait_async()/unordered_wait_async()"
         )
-        self._operator = op
-        asyncio.run_coroutine_threadsafe(op.open(), loop).result()
-        inputs = iter(self._inputs)
-        credit = self._capacity
-        exhausted = False
-        ended = False
-        try:
+    messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
+    op = Operator(
+        func,
+        mode=mode,
+        timeout=timeout,
+        retry=retry,
+        clock=clock or LoopClock(loop),
+        loop=loop,
+        post=messages.put,
+    )
+    run.operator = op
+    asyncio.run_coroutine_threadsafe(op.open(), loop).result()
+    source = iter(inputs)
+    credit = capacity
+    exhausted = False
+    ended = False
+    try:
+        while True:
+            if credit and not exhausted:
+                want = min(credit, MAX_CHUNK)
+                chunk = list(islice(source, want))
+                exhausted = len(chunk) < want
+                if chunk:
+                    credit -= len(chunk)
+                    loop.call_soon_threadsafe(op.admit, chunk)
+                if exhausted:
+                    loop.call_soon_threadsafe(op.finish)
+                block = not credit or exhausted
+            else:
+                block = True
             while True:
-                if credit and not exhausted:
-                    want = min(credit, MAX_CHUNK)
-                    chunk = list(islice(inputs, want))
-                    exhausted = len(chunk) < want
-                    if chunk:
-                        credit -= len(chunk)
-                        loop.call_soon_threadsafe(op.admit, chunk)
-                    if exhausted:
-                        loop.call_soon_threadsafe(op.finish)
-                    block = not credit or exhausted
+                try:
+                    message = messages.get() if block else messages.get_nowait()
+                except _queue_mod.Empty:
+                    break
+                kind = message[0]
+                if kind == "emit":
+                    credit += message[2]
+                    if message[1]:
+                        yield message[1]
+                elif kind == "fail":
+                    ended = True
+                    raise message[1]
                 else:
-                    block = True
-                while True:
-                    try:
-                        message = messages.get() if block else messages.get_nowait()
-                    except _queue_mod.Empty:
-                        break
-                    kind = message[0]
-                    if kind == "emit":
-                        credit += message[2]
-                        if message[1]:
-                            yield message[1]
-                    elif kind == "fail":
-                        ended = True
-                        raise message[1]
-                    else:
-                        ended = True
-                        return
-                    block = False
-        finally:
-            if not ended:
-                _cancel_and_wait(op, loop, messages)
+                    ended = True
+                    return
+                block = False
+    finally:
+        if not ended:
+            _cancel_and_wait(op, loop, messages)
 
 
 def _cancel_and_wait(
@@ -184,8 +220,13 @@ def ordered_wait(
         nothing). An error of any record is raised from it, after which the run is over.
     """
     return AsyncWaitIterator(
-        inputs, func, mode=OutputMode.ORDERED, timeout=timeout, capacity=capacity,
-        retry=retry, clock=clock,
+        inputs,
+        func,
+        mode=OutputMode.ORDERED,
+        timeout=timeout,
+        capacity=capacity,
+        retry=retry,
+        clock=clock,
     )
 
 
@@ -201,8 +242,13 @@ def unordered_wait(
     """Like :func:`ordered_wait`, but outputs come as records complete; no record ever
     crosses a :class:`~enrich.Watermark`, and a watermark follows every record before it."""
     return AsyncWaitIterator(
-        inputs, func, mode=OutputMode.UNORDERED, timeout=timeout, capacity=capacity,
-        retry=retry, clock=clock,
+        inputs,
+        func,
+        mode=OutputMode.UNORDERED,
+        timeout=timeout,
+        capacity=capacity,
+        retry=retry,
+        clock=clock,
     )
 
 
@@ -245,7 +291,7 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         op = self._operator
         return op.statistics() if op is not None else OperatorStatistics()
 
-    async def _run(self) -> AsyncIterator[list[Any]]:
+    async def _run(self) -> AsyncGenerator[list[Any], None]:
         loop = asyncio.get_running_loop()
         mode, timeout, retry, clock = self._settings
         messages: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -256,8 +302,13 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
             arrived.set()
 
         op = Operator(
-            self._func, mode=mode, timeout=timeout, retry=retry,
-            clock=clock or LoopClock(loop), loop=loop, post=post,
+            self._func,
+            mode=mode,
+            timeout=timeout,
+            retry=retry,
+            clock=clock or LoopClock(loop),
+            loop=loop,
+            post=post,
         )
         self._operator = op
         await op.open()
@@ -325,8 +376,13 @@ def ordered_wait_async(
 ) -> AsyncWaitAsyncIterator:
     """The async twin of :func:`ordered_wait`, for asyncio programs."""
     return AsyncWaitAsyncIterator(
-        inputs, func, mode=OutputMode.ORDERED, timeout=timeout, capacity=capacity,
-        retry=retry, clock=clock,
+        inputs,
+        func,
+        mode=OutputMode.ORDERED,
+        timeout=timeout,
+        capacity=capacity,
+        retry=retry,
+        clock=clock,
     )
 
 
@@ -341,7 +397,11 @@ def unordered_wait_async(
 ) -> AsyncWaitAsyncIterator:
     """The async twin of :func:`unordered_wait`, for asyncio programs."""
     return AsyncWaitAsyncIterator(
-        inputs, func, mode=OutputMode.UNORDERED, timeout=timeout, capacity=capacity,
-        retry=retry, clock=clock,
+        inputs,
+        func,
+        mode=OutputMode.UNORDERED,
+        timeout=timeout,
+        capacity=capacity,
+        retry=retry,
+        clock=clock,
     )
-

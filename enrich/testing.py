@@ -211,7 +211,9 @@ class FakeFunction(AsyncFunction):
                 error = self._error
                 if callable(error) and not isinstance(error, BaseException):
                     raise error(value)
-                raise error if error is not None else RuntimeError(f"scripted failure for {value!r}")
+                raise (
+                    error if error is not None else RuntimeError(f"scripted failure for {value!r}")
+                )
             return self._fn(value)
         finally:
             self.in_flight -= 1

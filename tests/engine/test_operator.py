@@ -380,8 +380,9 @@ async def test_a_callback_function_completed_from_another_thread() -> None:
 async def test_statistics_are_readable_while_running_and_after() -> None:
     clock = FakeClock()
     fn = FakeFunction(clock=clock, latency=1.0, fail={3: 1})
-    it = ordered_wait_async(range(6), fn, clock=clock, capacity=4, retry=FixedDelayRetry(2, 0),
-                            timeout=None)
+    it = ordered_wait_async(
+        range(6), fn, clock=clock, capacity=4, retry=FixedDelayRetry(2, 0), timeout=None
+    )
     consumer = asyncio.ensure_future(collect(it))
     await settle()
     assert it.statistics().in_flight == 4

@@ -43,7 +43,7 @@ def test_ordered_queue_emits_only_a_completed_head_and_what_follows_it() -> None
 
 def test_ordered_queue_passes_a_watermark_in_place() -> None:
     queue = OrderedQueue()
-    a, wm, b = put(queue, "a", Watermark(1), "b")
+    a, _wm, b = put(queue, "a", Watermark(1), "b")
     assert finish(queue, b) == []
     assert finish(queue, a) == ["a", Watermark(1), "b"]
 
@@ -69,7 +69,7 @@ def test_unordered_queue_emits_as_completed_within_a_segment() -> None:
 
 def test_unordered_queue_never_crosses_a_watermark() -> None:
     queue = UnorderedQueue()
-    a, b, wm, c, d = put(queue, "a", "b", Watermark(10), "c", "d")
+    a, b, _wm, c, d = put(queue, "a", "b", Watermark(10), "c", "d")
     # Records after the watermark wait, even when done first.
     assert finish(queue, d) == []
     assert finish(queue, c) == []
@@ -85,7 +85,7 @@ def test_unordered_queue_never_crosses_a_watermark() -> None:
 
 def test_unordered_queue_with_consecutive_watermarks() -> None:
     queue = UnorderedQueue()
-    a, w1, w2, b = put(queue, "a", Watermark(1), Watermark(2), "b")
+    a, _w1, _w2, b = put(queue, "a", Watermark(1), Watermark(2), "b")
     assert finish(queue, b) == []
     assert finish(queue, a) == ["a", Watermark(1), Watermark(2), "b"]
 

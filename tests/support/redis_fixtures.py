@@ -44,7 +44,9 @@ def _fail_without_redis(exc: RedisUnavailable) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer | ContainerRedis]:
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RedisServer | ContainerRedis]:
     """A standalone Redis shared by the session: ``.host``, ``.port``, ``.url``, ``client()``."""
     try:
         server = start_standalone(tmp_path_factory.mktemp("redis"))

@@ -342,6 +342,4 @@ def _cluster_ok(info: Any, nodes: int) -> bool:
         fields = {k: str(v) for k, v in info.items()}
     else:
         fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
-    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(
-        nodes
-    )
+    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(nodes)

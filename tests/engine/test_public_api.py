@@ -1,0 +1,46 @@
+"""The public API is curated: everything exported exists, and nothing private leaks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import enrich
+import enrich.testing
+
+
+def test_all_names_exist_and_are_unique() -> None:
+    for module in (enrich, enrich.testing):
+        assert len(set(module.__all__)) == len(module.__all__)
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name} is exported but missing"
+
+
+def test_public_names_are_exactly_all() -> None:
+    public = {n for n in vars(enrich) if not n.startswith("_")} - {"annotations"}
+    modules = {n for n in public if type(getattr(enrich, n)).__name__ == "module"}
+    assert public - modules == set(enrich.__all__)
+
+
+def test_the_engine_imports_no_pyspark() -> None:
+    code = "import sys, enrich, enrich.testing; print('pyspark' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_the_fixed_names_of_the_operator_api() -> None:
+    for name in (
+        "AsyncFunction",
+        "ResultFuture",
+        "ordered_wait",
+        "unordered_wait",
+        "OutputMode",
+        "Watermark",
+        "FixedDelayRetry",
+        "ExponentialBackoffRetry",
+        "EnrichError",
+        "LookupTimeout",
+    ):
+        assert name in enrich.__all__
+    assert issubclass(enrich.LookupTimeout, TimeoutError)
+    assert issubclass(enrich.LookupTimeout, enrich.EnrichError)

@@ -1,0 +1,75 @@
+"""The pure helpers: Retry-After parsing, URL expansion and redaction, JSON paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors._http_body import parse_path, pick, to_rows
+from connectors._http_errors import parse_retry_after
+from connectors._http_url import KeyShapeError, UrlTemplate, redact
+from enrich import DecodeError, Schema
+
+NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 GMT
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        (None, None),
+        ("120", 120.0),
+        (" 2.5 ", 2.5),
+        ("-3", 0.0),
+        ("nan", None),
+        ("soon", None),
+        ("", None),
+        ("Tue, 14 Nov 2023 22:14:20 GMT", 60.0),
+        ("Tue, 14 Nov 2023 22:14:20 -0000", 60.0),
+        ("Tue, 14 Nov 2023 22:00:00 GMT", 0.0),
+    ],
+)
+def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
+    assert parse_retry_after(header, NOW) == seconds
+
+
+def test_expand_escapes_every_reserved_character_and_dot_segments() -> None:
+    template = UrlTemplate.parse("http://svc/a/{}/b?q={}")
+
+    url = template.expand(("../x?y#z", ".."))
+
+    assert str(url) == "http://svc/a/..%2Fx%3Fy%23z/b?q=%2E%2E"
+    assert url.raw_path == "/a/..%2Fx%3Fy%23z/b"
+    assert url.host == "svc"
+
+
+@pytest.mark.parametrize("key", [("a", "b"), "", None, ("a",)])
+def test_expand_rejects_keys_that_do_not_fit(key: object) -> None:
+    with pytest.raises(KeyShapeError):
+        UrlTemplate.parse("http://svc/a/{}").expand(key if key != ("a",) else ("a", "b", "c"))
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://svc/u/{}?api_key=abc&id={}", "http://svc/u/{}?api_key=***&id={}"),
+        ("http://u:p@svc/u/{}", "http://***@svc/u/{}"),
+        ("http://svc/u/{}?flag&empty=", "http://svc/u/{}?flag&empty="),
+        ("http://svc/u/{}#frag", "http://svc/u/{}#frag"),
+        ("http://svc/u?x=1#frag", "http://svc/u?x=***#***"),
+    ],
+)
+def test_redact(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_pick_and_rows() -> None:
+    document = {"a": {"b": [{"c": 1}, {"c": 2}]}}
+    assert pick(document, parse_path("a.b.1.c", name="path")) == 2
+    assert pick(document, parse_path("a.x.c", name="path")) is None
+    assert pick(document, parse_path("a.b.9", name="path")) is None
+    with pytest.raises(DecodeError):
+        pick(document, ("a", "b", "c"))
+    schema = Schema.of("c int")
+    assert to_rows(document, schema, path=("a", "b")) == [(1,), (2,)]
+    assert to_rows(document, schema, path=("a", "b", "0")) == (1,)
+    assert to_rows(document, schema, fields={"c": ("a", "b", "1", "c")}) == (2,)
+    assert to_rows(None, schema) is None
