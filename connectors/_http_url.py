@@ -170,6 +170,9 @@ class UrlTemplate:
         """The template with its query values masked (they may be API keys)."""
         return redact(self.text)
 
+    def __repr__(self) -> str:
+        return f"UrlTemplate({self.redacted()!r})"
+
 
 def redact(url: str) -> str:
     """``url`` with credentials and query values other than ``{}`` slots masked."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -178,6 +179,13 @@ def translate(exc: BaseException, endpoint: Endpoint, key: Any = None) -> Lookup
         )
     elif isinstance(exc, rx.MaxConnectionsError) or str(exc) == "No connection available.":
         error = LookupFailed(f"{where}: connection pool exhausted ({detail})", key=key, kind="pool")
+    elif _caused_by(exc, ssl.SSLCertVerificationError):
+        error = SourceUnavailable(
+            f"{where}: TLS certificate not trusted ({detail})",
+            key=key,
+            kind="tls",
+            retryable=False,
+        )
     elif isinstance(exc, (rx.TimeoutError, asyncio.TimeoutError)):
         error = LookupFailed(f"{where} timed out ({detail})", key=key, kind="timeout")
     elif isinstance(exc, (rx.ConnectionError, OSError)):
@@ -199,3 +207,13 @@ def translate(exc: BaseException, endpoint: Endpoint, key: Any = None) -> Lookup
         )
     _log.debug("%s", error)
     return error
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 10:  # bounded: chains may be cyclic
+        if isinstance(current, kind):
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False

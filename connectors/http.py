@@ -17,6 +17,11 @@ Usage::
     rows = await users.lookup_many(["u1", "u2"])   # {"u1": ("Ada", "gold"), "u2": None}
     await users.aclose()
 
+URL templates have positional ``{}`` slots only (no named slots), in path segments or
+query values: ``"http://svc/orgs/{}/users/{}?v=2"`` takes tuple keys ``("acme", "u1")``,
+filled in order. Each component is percent-encoded into its own slot, ``/``, ``?``, ``#``,
+``..`` and all, so no key can reach another path, host or query parameter.
+
 With ``batch_url="http://users-svc:8080/users:batch"`` the keys are POSTed as a JSON array
 (``max_batch`` per request) and the service answers with a JSON object mapping ``str(key)``
 to the key's document (null or absent: a miss). Composite (tuple) keys are sent as JSON
@@ -35,7 +40,6 @@ logs; neither do query values of the URL templates (put API keys in headers anyw
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import math
 import time
@@ -53,40 +57,23 @@ from enrich._schema import SchemaLike
 
 from . import _http_body as body
 from ._http_errors import parse_retry_after, status_error, transport_error
-from ._http_url import MASK, KeyShapeError, UrlTemplate
+from ._http_settings import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_METHOD,
+    DEFAULT_TIMEOUT,
+    Settings,
+)
+from ._http_url import MASK, KeyShapeError
 
 __all__ = ("HttpLookup",)
 
-DEFAULT_METHOD = "GET"
-DEFAULT_MAX_CONNECTIONS = 100
-DEFAULT_TIMEOUT = 5.0
-DEFAULT_MAX_BATCH = 100
-
-_METHODS = ("GET", "POST")
 # The throttle lets through at most a tenth of a second's worth of requests at once, so a
 # rate limit is smooth at the scale a server notices, not one burst per second.
 _BURST_WINDOW = 0.1
 _REGISTRY = "connectors.http"
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Settings:
-    """Everything that defines a source; equal settings share a process's session."""
-
-    template: UrlTemplate
-    schema: Schema
-    method: str
-    headers: tuple[tuple[str, str], ...]
-    has_auth: bool
-    batch: UrlTemplate | None
-    max_batch: int
-    rate_limit: float | None
-    max_connections: int
-    timeout: float
-    path: body.Path
-    fields: tuple[tuple[str, body.Path], ...]
 
 
 class HttpLookup:
@@ -98,7 +85,8 @@ class HttpLookup:
       port, or the path and query structure of the request (see ``connectors._http_url``).
     * Per-key mode: each key gets one request and fails alone (its value is the
       ``LookupFailed`` or ``DecodeError``); at most ``max_connections`` requests are in
-      flight per process and, with ``rate_limit``, at most that many start per second.
+      flight per process and, with ``rate_limit``, at most that many start per second
+      (in bursts of at most a tenth of a second's worth).
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
     * One attempt per call: retries belong to the engine.
@@ -144,30 +132,19 @@ class HttpLookup:
         fields: Mapping[str, str] | None = None,
     ) -> None:
         self.schema = Schema.of(schema)
-        upper = method.upper() if isinstance(method, str) else method
-        if upper not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        header_items = _check_headers(headers)
-        if auth is not None:
-            if any(name.lower() == "authorization" for name, _ in header_items):
-                raise ValueError("auth and an Authorization header cannot both be given")
-            header_items += (("Authorization", _basic_auth(auth)),)
-        field_paths = _check_fields(fields, self.schema)
-        self._settings = _Settings(
-            template=UrlTemplate.parse(url_template),
+        self._settings = Settings.build(
+            url_template,
             schema=self.schema,
-            method=str(upper),
-            headers=header_items,
-            has_auth=auth is not None,
-            batch=None
-            if batch_url is None
-            else UrlTemplate.parse(batch_url, name="batch_url", slots="none"),
-            max_batch=_positive_int("max_batch", max_batch),
-            rate_limit=None if rate_limit is None else _positive_float("rate_limit", rate_limit),
-            max_connections=_positive_int("max_connections", max_connections),
-            timeout=_positive_float("timeout", timeout),
-            path=body.parse_path(path, name="path"),
-            fields=field_paths,
+            method=method,
+            headers=headers,
+            auth=auth,
+            batch_url=batch_url,
+            max_batch=max_batch,
+            rate_limit=rate_limit,
+            max_connections=max_connections,
+            timeout=timeout,
+            path=path,
+            fields=fields,
         )
 
     # -- the LookupSource protocol ------------------------------------------------------
@@ -306,7 +283,7 @@ class HttpLookup:
 
     # -- the process's session ----------------------------------------------------------
 
-    def _pool_key(self, loop: asyncio.AbstractEventLoop) -> tuple[str, _Settings, int]:
+    def _pool_key(self, loop: asyncio.AbstractEventLoop) -> tuple[str, Settings, int]:
         # An aiohttp session belongs to the loop it was created on. In production that is
         # the one runtime loop of the process, but tests (pytest-asyncio: a loop per test)
         # and drivers calling asyncio.run() use several, so each loop gets its own session.
@@ -373,7 +350,7 @@ class _Pool:
     throttler: _Throttle | None
 
     @classmethod
-    def open(cls, settings: _Settings, loop: asyncio.AbstractEventLoop) -> _Pool:
+    def open(cls, settings: Settings, loop: asyncio.AbstractEventLoop) -> _Pool:
         # The semaphore matches the connector's limit so requests wait here, before the
         # timeout starts, rather than inside aiohttp where waiting counts against it.
         connector = aiohttp.TCPConnector(limit=settings.max_connections)
@@ -403,59 +380,3 @@ def _batch_key(key: Any) -> str:
     if isinstance(key, tuple):
         return body.dumps(list(key)).decode()
     return str(key)
-
-
-def _basic_auth(auth: tuple[str, str] | aiohttp.BasicAuth) -> str:
-    # Sent as a header rather than aiohttp's auth=, which aiohttp 3.14 deprecates.
-    if not isinstance(auth, tuple) or len(auth) not in (2, 3):
-        raise ValueError(f"auth must be (login, password) or aiohttp.BasicAuth, got {type(auth)}")
-    login, password = auth[0], auth[1]
-    encoding = auth[2] if len(auth) == 3 else "utf-8"
-    if not isinstance(login, str) or not isinstance(password, str) or ":" in login:
-        raise ValueError(f"auth must be (login, password) strings, login without ':'; got {MASK}")
-    return "Basic " + base64.b64encode(f"{login}:{password}".encode(encoding)).decode("ascii")
-
-
-def _check_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
-    if headers is None:
-        return ()
-    if not isinstance(headers, Mapping):
-        raise ValueError(f"headers must be a mapping, got {type(headers).__name__}")
-    items = []
-    for name, value in headers.items():
-        if not isinstance(name, str) or not name or not isinstance(value, str):
-            raise ValueError(f"headers must map non-empty names to strings, got {name!r}: {MASK}")
-        items.append((name, value))
-    return tuple(items)
-
-
-def _check_fields(
-    fields: Mapping[str, str] | None, schema: Schema
-) -> tuple[tuple[str, body.Path], ...]:
-    if fields is None:
-        return ()
-    if not isinstance(fields, Mapping):
-        raise ValueError(f"fields must map schema fields to JSON paths, got {fields!r}")
-    out = []
-    for name, path in fields.items():
-        if name not in schema.names:
-            raise ValueError(f"fields: {name!r} is not a schema field {list(schema.names)}")
-        out.append((name, body.parse_path(path, name=f"fields[{name!r}]") or (name,)))
-    return tuple(out)
-
-
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be an int > 0, got {value!r}")
-    return value
-
-
-def _positive_float(name: str, value: float) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)

@@ -41,8 +41,7 @@ class _Runner312:
 
 if sys.version_info < (3, 12):  # pragma: no branch
     # asyncio's private internals, typed loosely: this branch is pinned to 3.10/3.11.
-    from asyncio import futures as _futures
-    from asyncio import tasks as _tasks
+    from asyncio import futures as _futures, tasks as _tasks
 
     futures: Any = _futures
     tasks: Any = _tasks

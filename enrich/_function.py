@@ -25,6 +25,12 @@ class ResultFuture:
         self._entry = entry
         self._attempt = attempt
 
+    @property
+    def attempt(self) -> int:
+        """Which call of the record this is: 1 for the first, 2 for the first retry, ...;
+        0 for the completion a timeout hook makes."""
+        return self._attempt
+
     def complete(self, outputs: Iterable[Any]) -> None:
         """Complete with the record's outputs (any iterable; empty means no output)."""
         self._operator.complete_from_any_thread(self._entry, self._attempt, outputs, None)
@@ -80,6 +86,15 @@ class AsyncFunction:
         for value, result in zip(values, results, strict=True):
             self.async_invoke(value, result)
 
+    def handle_error(self, value: Any, error: BaseException) -> Iterable[Any]:
+        """Called on the loop when a record ends in an error (retries used up, or a
+        timeout that raised). Return outputs to emit instead, or raise to fail the run.
+
+        The default re-raises: one bad record fails the run, as in Flink. Lookup joins
+        override it with their ``on_error`` policy.
+        """
+        raise error
+
     def timeout(self, value: Any, result: ResultFuture) -> None:
         """Called when ``value`` ran out of its total timeout; by default fails with
         :class:`~enrich.LookupTimeout`. Complete ``result`` with a fallback to keep going."""
@@ -121,3 +136,7 @@ def invoke_style(func: AsyncFunction) -> str:
 
 def has_default_timeout(func: AsyncFunction) -> bool:
     return type(func).timeout is AsyncFunction.timeout
+
+
+def has_default_error_handler(func: AsyncFunction) -> bool:
+    return type(func).handle_error is AsyncFunction.handle_error

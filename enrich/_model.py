@@ -41,10 +41,12 @@ class OperatorStatistics:
     Attributes:
         in_flight: records admitted and not yet emitted.
         peak_in_flight: the most records ever in flight at once (never above capacity).
-        completed: records that completed with a result (a timeout fallback included).
+        completed: records that completed with outputs (a timeout fallback, or an error
+            turned into outputs by ``handle_error``, included).
         timeouts: records that ran out of their total timeout.
         retries: calls made again after a failed or rejected attempt.
-        errors: records that completed with an error (a timeout that raised included).
+        errors: records whose final outcome was an error (a timeout that raised
+            included), whether ``handle_error`` then recovered them or not.
     """
 
     in_flight: int = 0

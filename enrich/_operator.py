@@ -22,7 +22,13 @@ from typing import Any
 from ._clock import Clock, Timer
 from ._eager import EagerRunner
 from ._errors import LookupTimeout
-from ._function import AsyncFunction, ResultFuture, has_default_timeout, invoke_style
+from ._function import (
+    AsyncFunction,
+    ResultFuture,
+    has_default_error_handler,
+    has_default_timeout,
+    invoke_style,
+)
 from ._model import OperatorStatistics, OutputMode, Watermark
 from ._queue import Entry, OrderedQueue, UnorderedQueue
 from ._retry import RetryStrategy
@@ -61,8 +67,9 @@ class Operator:
       never across a watermark.
     * A deadline or retry timer lives only while a record needs it: none is left once
       every admitted record has completed.
-    * The first record that ends in an error fails the operator: in-flight calls are
-      cancelled, timers dropped, ``func.close()`` runs, then the error is posted.
+    * A record that ends in an error goes to ``func.handle_error``; if that raises (the
+      default), the operator fails: what completed before is emitted, in-flight calls
+      are cancelled, timers dropped, ``func.close()`` runs, then the error is posted.
 
     The caller keeps at most ``capacity`` queue elements admitted and not emitted (the
     ``freed`` count of each "emit" message returns credit).
@@ -83,6 +90,7 @@ class Operator:
         self._style = invoke_style(func)
         self._runner = EagerRunner(loop)
         self._default_timeout_hook = has_default_timeout(func)
+        self._handles_errors = not has_default_error_handler(func)
         self._queue = OrderedQueue() if mode is OutputMode.ORDERED else UnorderedQueue()
         self._timeout = timeout
         self._retry = retry
@@ -235,7 +243,7 @@ class Operator:
         entry.task = None
         result: list[Any] = []
         if error is None:
-            if type(outputs) is list:
+            if isinstance(outputs, list):
                 result = outputs
             else:
                 try:
@@ -260,8 +268,14 @@ class Operator:
                 return
         if error is not None:
             self._errors += 1
-            self._fail(error)
-            return
+            if not self._handles_errors:
+                self._fail(error)
+                return
+            try:
+                result = list(self._func.handle_error(entry.value, error))
+            except BaseException as raised:
+                self._fail(raised)
+                return
         entry.outputs = result
         entry.done = True
         self._completed += 1

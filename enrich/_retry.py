@@ -26,8 +26,9 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 def retry_on_empty(result: Sequence[Any]) -> bool:
-    """A result predicate retrying records whose result is empty (a lookup miss)."""
-    return len(result) == 0
+    """A result predicate retrying records whose result is empty or a lookup miss (a
+    left join's null row is a miss too)."""
+    return len(result) == 0 or bool(getattr(result, "is_miss", False))
 
 
 @dataclass(frozen=True)

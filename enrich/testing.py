@@ -219,6 +219,87 @@ class FakeFunction(AsyncFunction):
             self.in_flight -= 1
 
 
+class FakeSource:
+    """A scriptable dimension store implementing :class:`~enrich.LookupSource`.
+
+    Args:
+        data: key -> a row tuple, a list of row tuples (1:N), None (a stored miss) or an
+            exception instance (that key fails on its own).
+        schema: the dimension schema (default: one string field "value").
+        clock: makes latency (a FakeClock keeps tests exact).
+        latency: seconds per call: a number, or a callable of the keys of the call.
+        fail_calls: how many calls fail as a whole before calls succeed.
+        fail_keys: key -> how many calls fail that key alone before it succeeds.
+        never: keys whose calls never answer.
+        error: what failing calls raise (default: a retryable ``LookupFailed``).
+
+    ``requests`` records the keys of every call; ``closed`` counts ``aclose()`` calls.
+    """
+
+    def __init__(
+        self,
+        data: Mapping[Any, Any] | None = None,
+        *,
+        schema: Any = "value string",
+        clock: Any = None,
+        latency: float | Callable[[list[Any]], float] = 0.0,
+        fail_calls: int = 0,
+        fail_keys: Mapping[Any, int] | None = None,
+        never: Iterable[Any] = (),
+        error: BaseException | None = None,
+    ) -> None:
+        from ._schema import Schema
+
+        self.schema = Schema.of(schema)
+        self.data = dict(data or {})
+        self._clock = clock
+        self._latency = latency
+        self.fail_calls = fail_calls
+        self._fail_keys = dict(fail_keys or {})
+        self._never = set(never)
+        self._error = error
+        self.requests: list[list[Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.closed = 0
+
+    async def lookup_many(self, keys: Any) -> dict[Any, Any]:
+        from ._errors import LookupFailed
+
+        keys = list(keys)
+        self.requests.append(keys)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self._never.intersection(keys):
+                await asyncio.get_running_loop().create_future()
+            latency = self._latency(keys) if callable(self._latency) else self._latency
+            if latency > 0:
+                await (self._clock.sleep(latency) if self._clock else asyncio.sleep(latency))
+            if self.fail_calls > 0:
+                self.fail_calls -= 1
+                raise self._error or LookupFailed("scripted outage", kind="connection")
+            out: dict[Any, Any] = {}
+            for key in keys:
+                if self._fail_keys.get(key, 0) > 0:
+                    self._fail_keys[key] -= 1
+                    out[key] = LookupFailed(
+                        f"scripted failure of key {key!r}", key=key, kind="status:503"
+                    )
+                elif key in self.data:
+                    out[key] = self.data[key]
+            return out
+        finally:
+            self.in_flight -= 1
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+    @property
+    def keys_requested(self) -> list[Any]:
+        return [key for call in self.requests for key in call]
+
+
 class ManualFunction(AsyncFunction):
     """A callback-style function that completes only when the test says so.
 
@@ -241,4 +322,4 @@ class ManualFunction(AsyncFunction):
         self.pending[value].complete_exceptionally(error)
 
 
-__all__ = ("FakeClock", "FakeFunction", "ManualFunction", "drive", "settle")
+__all__ = ("FakeClock", "FakeFunction", "FakeSource", "ManualFunction", "drive", "settle")

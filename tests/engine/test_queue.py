@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from enrich._model import Watermark
 from enrich._queue import Entry, OrderedQueue, UnorderedQueue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from tests.http.conftest import MakeSource
@@ -60,16 +62,18 @@ def _busiest_window(starts: list[float], width: float) -> int:
 async def test_rate_limit_spreads_request_starts(
     http_server: HttpTestServer, make_source: MakeSource
 ) -> None:
-    keys = [f"u{i}" for i in range(30)]
+    keys = [f"u{i}" for i in range(40)]
 
     await make_source(rate_limit=50).lookup_many(keys)
 
     starts = [request.started for request in http_server.requests]
-    assert len(starts) == 30
-    # 50/s lets 5 requests start per 100 ms; the bound is loose for scheduling noise.
-    assert _busiest_window(starts, 0.1) <= 8
-    # 25 requests after the first burst of 5, at 50/s: at least 0.5 s (minus noise).
-    assert max(starts) - min(starts) >= 0.4
+    assert len(starts) == 40
+    # 50/s lets 5 requests start per 100 ms. The bound is loose: the first burst opens new
+    # connections and can reach the server as late as the next burst (reusing them).
+    # Unthrottled, all 40 arrive within a few milliseconds.
+    assert _busiest_window(starts, 0.1) <= 12
+    # 35 requests after the first burst of 5, at 50/s: at least 0.7 s (minus noise).
+    assert max(starts) - min(starts) >= 0.6
 
 
 @pytest.mark.asyncio
@@ -79,5 +83,5 @@ async def test_a_slow_rate_limit_sends_one_request_at_a_time(
     await make_source(rate_limit=8).lookup_many(["a", "b", "c"])
 
     starts = sorted(request.started for request in http_server.requests)
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert min(gaps) >= 0.1  # 1/8 s apart, minus noise

@@ -16,9 +16,7 @@ SECRETS = ("s3cret-header", "s3cret-query", "pa55word", "s3cret-batch")
 
 
 def _texts(error: BaseException) -> str:
-    return "\n".join(
-        [str(error), repr(error), *traceback.format_exception(error), str(error.args)]
-    )
+    return "\n".join([str(error), repr(error), *traceback.format_exception(error), str(error.args)])
 
 
 @pytest.mark.asyncio
@@ -55,6 +53,8 @@ async def test_secrets_are_sent_but_never_shown(
             *(_texts(error) for error in errors),
             repr(header_source),
             repr(auth_source),
+            repr(header_source._settings),  # the key of its session in the process registry
+            repr(auth_source._settings),
             caplog.text,
             *(record.getMessage() for record in caplog.records),
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+from collections.abc import Callable
 
 import pytest
 
@@ -52,6 +53,26 @@ async def test_aclose_closes_and_the_next_call_reopens(
     assert await source.lookup_many(["u1"]) == {"u1": ("Ada", None)}
 
 
+async def _until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():  # polling, with a deadline
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.asyncio
+async def test_aclose_closes_the_connections(
+    http_server: HttpTestServer, make_source: MakeSource
+) -> None:
+    source = make_source()
+    await source.lookup_many(["a", "b", "c"])
+    assert http_server.open_connections > 0  # kept alive for the next call
+
+    await source.aclose()
+
+    await _until(lambda: http_server.open_connections == 0, "the connections to close")
+
+
 @pytest.mark.asyncio
 async def test_a_used_source_still_pickles_and_copies_share_its_pool(
     http_server: HttpTestServer, make_source: MakeSource
@@ -79,10 +100,7 @@ async def test_cancelling_a_call_cancels_its_requests(
     http_server.set_default_latency(30.0)
     source = make_source()
     call = asyncio.ensure_future(source.lookup_many(["a", "b"]))
-    deadline = asyncio.get_running_loop().time() + 5
-    while len(http_server.requests) < 2:  # polling until both requests reached the server
-        assert asyncio.get_running_loop().time() < deadline, "requests never arrived"
-        await asyncio.sleep(0.005)
+    await _until(lambda: len(http_server.requests) == 2, "both requests to arrive")
 
     call.cancel()
     with pytest.raises(asyncio.CancelledError):

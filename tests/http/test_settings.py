@@ -144,9 +144,7 @@ def test_pickle_round_trip_keeps_an_equal_source() -> None:
 
 
 def test_sources_with_different_settings_differ() -> None:
-    assert HttpLookup(URL, schema="name string") != HttpLookup(
-        URL, schema="name string", timeout=1
-    )
+    assert HttpLookup(URL, schema="name string") != HttpLookup(URL, schema="name string", timeout=1)
 
 
 def test_aiohttp_basic_auth_is_accepted() -> None:

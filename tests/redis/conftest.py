@@ -15,6 +15,7 @@ from tests.support.redis_fixtures import (  # noqa: F401 (pytest finds fixtures 
     redis_server,
     restartable_redis,
     secured_redis,
+    tls_redis,
 )
 
 MakeLookup = Callable[..., RedisLookup]

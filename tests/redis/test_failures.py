@@ -213,3 +213,48 @@ def _chain(error: BaseException) -> list[BaseException]:
         out.append(current)
         current = current.__cause__ or current.__context__
     return out
+
+
+@pytest.mark.asyncio
+async def test_tls_with_the_servers_ca(tls_redis: RedisServer, make_lookup: MakeLookup) -> None:
+    tls_redis.client().set("k:1", json.dumps({"a": 1}))
+    source = make_lookup(
+        tls_redis.url,
+        tls_ca_certs=str(tls_redis.ca_file),
+        key_template="k:{}",
+        value="json",
+        schema="a int",
+    )
+
+    assert tls_redis.url.startswith("rediss://")
+    assert await source.lookup_many([1, 2]) == {1: (1,), 2: None}
+
+
+@pytest.mark.asyncio
+async def test_tls_with_an_unknown_ca_is_unavailable(
+    tls_redis: RedisServer, make_lookup: MakeLookup
+) -> None:
+    source = make_lookup(tls_redis.url, key_template="k:{}", value="json", schema="a int")
+
+    with pytest.raises(SourceUnavailable) as caught:
+        await source.lookup_many([1])
+
+    assert (caught.value.kind, caught.value.retryable) == ("tls", False)
+    assert "certificate" in str(caught.value).lower()
+    assert f"127.0.0.1:{tls_redis.port}" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_plain_redis_url_cannot_talk_to_a_tls_port(
+    tls_redis: RedisServer, make_lookup: MakeLookup
+) -> None:
+    source = make_lookup(
+        f"redis://127.0.0.1:{tls_redis.port}/0",
+        key_template="k:{}",
+        value="json",
+        schema="a int",
+        timeout=1.0,
+    )
+
+    with pytest.raises(LookupFailed):
+        await source.lookup_many([1])

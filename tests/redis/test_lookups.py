@@ -219,7 +219,7 @@ async def test_wrongtype_fails_only_that_hash_key(
 
 
 @pytest.mark.asyncio
-async def test_hash_pipelines_are_chunked(
+async def test_hash_lookups_beyond_max_batch_are_complete(
     redis_server: Server, redis_client: redis.Redis, make_lookup: MakeLookup
 ) -> None:
     for i in range(250):

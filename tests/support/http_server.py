@@ -82,6 +82,7 @@ class HttpTestServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.ServerRunner | None = None
+        self._web_server: web.Server | None = None
         self.port = 0
 
     # -- scripting (from the test's thread) ---------------------------------------------
@@ -140,6 +141,18 @@ class HttpTestServer:
         with self._lock:
             return self._max_in_flight
 
+    @property
+    def open_connections(self) -> int:
+        """How many client connections are open now (kept alive or busy)."""
+        loop, server = self._loop, self._web_server
+        if loop is None or server is None:
+            return 0
+
+        async def count() -> int:
+            return len(server.connections)
+
+        return asyncio.run_coroutine_threadsafe(count(), loop).result(timeout=5)
+
     def url(self, path: str = "") -> str:
         """``http://127.0.0.1:<port><path>``; ``{}`` slots pass through."""
         return f"http://127.0.0.1:{self.port}{path}"
@@ -178,6 +191,7 @@ class HttpTestServer:
             max_field_size=1 << 16,
             access_log=None,
         )
+        self._web_server = server
         runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -198,7 +212,9 @@ class HttpTestServer:
         with self._lock:
             script = self._script
             self._requests.append(
-                Received(request.method, request.raw_path, key, dict(request.headers), body, started)
+                Received(
+                    request.method, request.raw_path, key, dict(request.headers), body, started
+                )
             )
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
@@ -210,7 +226,9 @@ class HttpTestServer:
             with self._lock:
                 self._in_flight -= 1
 
-    async def _one(self, request: web.BaseRequest, script: _Script, key: str | None) -> web.StreamResponse:
+    async def _one(
+        self, request: web.BaseRequest, script: _Script, key: str | None
+    ) -> web.StreamResponse:
         delay = script.latency.get(key or "", script.default_latency)
         if delay:
             await asyncio.sleep(delay)
@@ -240,7 +258,11 @@ class HttpTestServer:
         keys = json.loads(body)
         answer = {}
         for key in keys:
-            text = json.dumps(key, separators=(",", ":"), ensure_ascii=False) if isinstance(key, list) else str(key)
+            text = (
+                json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+                if isinstance(key, list)
+                else str(key)
+            )
             if text in script.malformed:
                 return web.Response(body=b"[not json", content_type="application/json")
             if text in script.data:

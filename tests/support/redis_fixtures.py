@@ -31,6 +31,7 @@ __all__ = (
     "redis_server",
     "restartable_redis",
     "secured_redis",
+    "tls_redis",
 )
 
 # Distinctive secrets, so a test can prove they appear nowhere.
@@ -88,6 +89,18 @@ def secured_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisSer
             password=SECURED_ADMIN_PASSWORD,
             users={SECURED_READER: (SECURED_READER_PASSWORD, "~user:* +@read +@connection")},
         ).start()
+    except RedisUnavailable as exc:
+        _fail_without_redis(exc)
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A server speaking TLS only; its CA certificate is ``.ca_file``."""
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis-tls"), tls=True).start()
     except RedisUnavailable as exc:
         _fail_without_redis(exc)
         raise

@@ -72,6 +72,8 @@ class RedisServer:
     # ACL users: name -> (password, ACL rules such as "~user:* +@read").
     users: dict[str, tuple[str, str]] = field(default_factory=dict)
     extra_config: list[str] = field(default_factory=list)
+    # Serve TLS only (a test CA and server certificate are made with the openssl CLI).
+    tls: bool = False
     binary: str = field(default_factory=redis_server_binary)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _clients: list[redis.Redis] = field(default_factory=list, init=False, repr=False)
@@ -79,7 +81,13 @@ class RedisServer:
     @property
     def url(self) -> str:
         """A URL without credentials (add them yourself where a test needs them)."""
-        return f"redis://{self.host}:{self.port}/0"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{self.host}:{self.port}/0"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate that signed a TLS server's certificate."""
+        return self.directory / "ca.crt"
 
     @property
     def log_path(self) -> Path:
@@ -91,6 +99,8 @@ class RedisServer:
             raise ValueError(f"refusing to start a test Redis on port {self.port}")
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "redis.conf"
+        if self.tls and not self.ca_file.exists():
+            make_test_certificates(self.directory, self.host)
         config.write_text("\n".join(self._config_lines()) + "\n")
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -104,8 +114,17 @@ class RedisServer:
         return self
 
     def _config_lines(self) -> list[str]:
-        lines = [
-            f"port {self.port}",
+        lines = [f"port {self.port}"]
+        if self.tls:
+            lines = [
+                "port 0",
+                f"tls-port {self.port}",
+                f"tls-cert-file {self.directory / 'server.crt'}",
+                f"tls-key-file {self.directory / 'server.key'}",
+                f"tls-ca-cert-file {self.ca_file}",
+                "tls-auth-clients no",
+            ]
+        lines += [
             "bind 127.0.0.1",
             f"dir {self.directory}",
             f"logfile {self.log_path}",
@@ -123,7 +142,7 @@ class RedisServer:
     def _wait_until_up(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT
         probe = redis.Redis(
-            host=self.host, port=self.port, password=self.password, socket_timeout=1
+            host=self.host, port=self.port, password=self.password, socket_timeout=1, **self._tls()
         )
         try:
             while True:
@@ -171,7 +190,7 @@ class RedisServer:
 
     def client(self, **kwargs: Any) -> redis.Redis:
         """A sync client (bytes replies), closed by :meth:`stop` or :meth:`close_clients`."""
-        options: dict[str, Any] = {"password": self.password, "socket_timeout": 10}
+        options: dict[str, Any] = {"password": self.password, "socket_timeout": 10, **self._tls()}
         options.update(kwargs)
         client = redis.Redis(host=self.host, port=self.port, **options)
         self._clients.append(client)
@@ -181,6 +200,36 @@ class RedisServer:
         clients, self._clients = self._clients, []
         for client in clients:
             client.close()
+
+    def _tls(self) -> dict[str, Any]:
+        return {"ssl": True, "ssl_ca_certs": str(self.ca_file)} if self.tls else {}
+
+
+def make_test_certificates(directory: Path, host: str) -> None:
+    """Write ca.crt, server.crt and server.key (valid for ``host``) with the openssl CLI."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RedisUnavailable("a TLS test server needs the openssl command line tool")
+    (directory / "san.ext").write_text(f"subjectAltName=IP:{host}\n")
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], cwd=directory, check=True, capture_output=True)
+
+    run(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=enrich-test-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout", "ca.key", "-out", "ca.crt",
+    )  # fmt: skip
+    run(
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}",
+        "-keyout", "server.key", "-out", "server.csr",
+    )  # fmt: skip
+    run(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt",
+    )  # fmt: skip
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks (not tests): ``python -m benchmarks [operator|lookup|spark]``."""

@@ -1,0 +1,21 @@
+"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark ...]`` (default: operator)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUITES = ("operator", "lookup", "spark")
+
+
+def main(argv: list[str]) -> None:
+    names = argv or ["operator"]
+    for name in names:
+        if name not in SUITES:
+            raise SystemExit(f"unknown benchmark {name!r}; choose from {', '.join(SUITES)}")
+    for name in names:
+        importlib.import_module(f"benchmarks.{name}").main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

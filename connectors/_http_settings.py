@@ -1,0 +1,148 @@
+"""Settings of the HTTP connector: one frozen, hashable, validated record per source."""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from enrich import Schema
+
+from . import _http_body as body
+from ._http_url import MASK, UrlTemplate
+
+DEFAULT_METHOD = "GET"
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_MAX_BATCH = 100
+
+_METHODS = ("GET", "POST")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything that defines a source; equal settings share a process's session.
+
+    Secrets live in ``headers`` (``auth`` becomes an ``Authorization`` header), which
+    this record's ``repr`` leaves out: it is part of the process-local registry's keys.
+    """
+
+    template: UrlTemplate
+    schema: Schema
+    method: str
+    headers: tuple[tuple[str, str], ...] = field(repr=False)
+    has_auth: bool
+    batch: UrlTemplate | None
+    max_batch: int
+    rate_limit: float | None
+    max_connections: int
+    timeout: float
+    path: body.Path
+    fields: tuple[tuple[str, body.Path], ...]
+
+    @classmethod
+    def build(
+        cls,
+        url_template: str,
+        *,
+        schema: Schema,
+        method: str,
+        headers: Mapping[str, str] | None,
+        auth: tuple[str, str] | aiohttp.BasicAuth | None,
+        batch_url: str | None,
+        max_batch: int,
+        rate_limit: float | None,
+        max_connections: int,
+        timeout: float,
+        path: str | None,
+        fields: Mapping[str, str] | None,
+    ) -> Settings:
+        """Validate ``HttpLookup``'s arguments.
+
+        Raises:
+            ValueError: naming the setting and its value (secrets masked).
+        """
+        upper = method.upper() if isinstance(method, str) else method
+        if upper not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        header_items = _check_headers(headers)
+        if auth is not None:
+            if any(name.lower() == "authorization" for name, _ in header_items):
+                raise ValueError("auth and an Authorization header cannot both be given")
+            header_items += (("Authorization", _basic_auth(auth)),)
+        batch = None
+        if batch_url is not None:
+            batch = UrlTemplate.parse(batch_url, name="batch_url", slots="none")
+        return cls(
+            template=UrlTemplate.parse(url_template),
+            schema=schema,
+            method=str(upper),
+            headers=header_items,
+            has_auth=auth is not None,
+            batch=batch,
+            max_batch=_positive_int("max_batch", max_batch),
+            rate_limit=None if rate_limit is None else _positive_float("rate_limit", rate_limit),
+            max_connections=_positive_int("max_connections", max_connections),
+            timeout=_positive_float("timeout", timeout),
+            path=body.parse_path(path, name="path"),
+            fields=_check_fields(fields, schema),
+        )
+
+
+def _basic_auth(auth: tuple[str, str] | aiohttp.BasicAuth) -> str:
+    # Sent as a header rather than aiohttp's auth=, which aiohttp 3.14 deprecates.
+    if not isinstance(auth, tuple) or len(auth) not in (2, 3):
+        raise ValueError(f"auth must be (login, password) or aiohttp.BasicAuth, got {type(auth)}")
+    login, password = auth[0], auth[1]
+    encoding = auth[2] if len(auth) == 3 else "utf-8"
+    if not isinstance(login, str) or not isinstance(password, str) or ":" in login:
+        raise ValueError(f"auth must be (login, password) strings, login without ':'; got {MASK}")
+    return "Basic " + base64.b64encode(f"{login}:{password}".encode(encoding)).decode("ascii")
+
+
+def _check_headers(headers: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    if headers is None:
+        return ()
+    if not isinstance(headers, Mapping):
+        raise ValueError(f"headers must be a mapping, got {type(headers).__name__}")
+    items = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not name or not isinstance(value, str):
+            raise ValueError(f"headers must map non-empty names to strings, got {name!r}: {MASK}")
+        items.append((name, value))
+    return tuple(items)
+
+
+def _check_fields(
+    fields: Mapping[str, str] | None, schema: Schema
+) -> tuple[tuple[str, body.Path], ...]:
+    if fields is None:
+        return ()
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"fields must map schema fields to JSON paths, got {fields!r}")
+    out = []
+    for name, path in fields.items():
+        if name not in schema.names:
+            raise ValueError(f"fields: {name!r} is not a schema field {list(schema.names)}")
+        out.append((name, body.parse_path(path, name=f"fields[{name!r}]") or (name,)))
+    return tuple(out)
+
+
+def _positive_int(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be an int > 0, got {value!r}")
+    return value
+
+
+def _positive_float(name: str, value: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
