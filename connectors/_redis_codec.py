@@ -101,11 +101,22 @@ def decode(
         encoding = settings.key_template.encoding
         yield key, _decode_hash(rk, reply, settings.hash_fields, schema, encoding)
         return
-    for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
-        if fmt is ValueFormat.JSON:
+    if fmt is ValueFormat.JSON:
+        coerce = schema.coerce
+        for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
+            # The common case first: a JSON object whose fields fit the schema.
+            if raw is not None and raw[:1] == b"{":
+                try:
+                    document = _loads(raw)
+                    if type(document) is dict:
+                        yield key, coerce(document)
+                        continue
+                except (ValueError, DecodeError):
+                    pass  # the general path below says what is wrong
             yield key, _decode_json(rk, raw, schema)
-        else:
-            yield key, _decode_string(rk, raw, schema)
+        return
+    for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
+        yield key, _decode_string(rk, raw, schema)
 
 
 def _decode_json(redis_key: bytes, raw: bytes | None, schema: Schema) -> Result:

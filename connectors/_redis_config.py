@@ -198,6 +198,11 @@ class KeyTemplate:
                 that is not str, bytes or int.
             ValueError: a str part cannot be encoded.
         """
+        kind = type(key)
+        if (kind is int or kind is str) and len(self.literals) == 2:
+            # The common case (one str or int part), kept off the general path.
+            part = str(key).encode("ascii") if kind is int else key.encode(self.encoding)
+            return self.literals[0] + part + self.literals[1]
         if isinstance(key, tuple):
             parts: tuple[Any, ...] = key
         elif self.arity == 1:

@@ -16,7 +16,12 @@ from ._errors import (
     SourceUnavailable as SourceUnavailable,
 )
 from ._function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
-from ._join import LookupJoin as LookupJoin, lookup_rows as lookup_rows
+from ._join import JoinedChunk as JoinedChunk, LookupJoin as LookupJoin, chunk_rows as chunk_rows
+from ._lookup import (
+    lookup_chunks as lookup_chunks,
+    lookup_chunks_async as lookup_chunks_async,
+    lookup_rows as lookup_rows,
+)
 from ._metrics import JoinMetrics as JoinMetrics
 from ._model import (
     OperatorStatistics as OperatorStatistics,
@@ -67,7 +72,11 @@ __all__ = (
     # lookup joins
     "LookupSource",
     "LookupJoin",
+    "JoinedChunk",
     "lookup_rows",
+    "lookup_chunks",
+    "lookup_chunks_async",
+    "chunk_rows",
     "LookupCache",
     "CacheStatistics",
     "JoinMetrics",

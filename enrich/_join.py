@@ -1,50 +1,66 @@
 """The lookup join: Flink's async lookup join, batched and coalesced, with error policies.
 
-:class:`LookupJoin` is an :class:`~enrich.AsyncFunction` over records. It takes the
-records the operator admits together, answers what it can from the cache, coalesces
-records whose key is already pending or in flight, and sends the remaining distinct keys
-to the source in ``lookup_many`` calls of at most ``max_batch`` keys. Each record keeps
-the operator's per-record timeout and retries; its final error goes to the ``on_error``
-policy instead of failing the job (unless the policy is "fail").
+Semantics are per row, execution is per chunk. The operator admits *chunks* of rows
+(a slice of an Arrow batch, a list of dicts); :class:`LookupJoin` answers what it can
+from the cache, coalesces rows whose key is already pending or in flight (in any chunk),
+and sends the remaining distinct keys to the source in ``lookup_many`` calls of at most
+``max_batch`` keys. Each row gets its own outcome: its rows, a miss, or an error that the
+``on_error`` policy turns into a null row, no row, a row with the reason, or a failure.
+Retries are per key, with the engine's retry strategies; a chunk's timeout applies to
+each of its rows (rows answered in time keep their answer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._cache import MISS, CacheStatistics, LookupCache
-from ._clock import Clock, LoopClock
+from ._clock import Clock, LoopClock, Timer
 from ._errors import DecodeError, LookupTimeout
 from ._function import AsyncFunction, ResultFuture
 from ._metrics import JoinMetrics
-from ._model import OutputMode
 from ._retry import RetryStrategy
 from ._source import LookupSource
-from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
 
 log = logging.getLogger("enrich.lookup")
 
 HOWS = ("left", "inner")
 ON_ERROR = ("fail", "null", "drop", "error_column")
 DEFAULT_MAX_BATCH = 500
-# Error rows logged per join before going quiet (the metrics keep counting).
-_LOGGED_ERRORS = 5
+_LOGGED_ERRORS = 5  # error rows logged per join before going quiet (metrics keep counting)
 
-Combine = Callable[[Any, "tuple[Any, ...] | None", "str | None"], Any]
-
-
-class MissResult(list):  # type: ignore[type-arg]
-    """The outputs of a record whose key was not found (a left join's null row, or
-    nothing for an inner join); ``enrich.retry_on_empty`` retries these."""
-
-    is_miss = True
+_PENDING: Any = object()  # a row still waiting for its key
+_NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
 
 
-def _triple(value: Any, row: tuple[Any, ...] | None, error: str | None) -> Any:
-    return (value, row, error)
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+@dataclass(slots=True)
+class JoinedChunk:
+    """The rows a chunk joined to, as columns.
+
+    Attributes:
+        tag: the chunk's tag, as given.
+        indices: for each output row, the index of its input row in the chunk (in order;
+            an index repeats for a 1:N match and is absent for a dropped row).
+        rows: for each output row, the dimension values in schema order, or None.
+        errors: for each output row, the error reason or None; None as a whole unless
+            ``on_error="error_column"``.
+    """
+
+    tag: Any
+    indices: list[int]
+    rows: list[tuple[Any, ...] | None]
+    errors: list[str | None] | None
 
 
 def error_kind(error: BaseException) -> str:
@@ -55,39 +71,61 @@ def error_kind(error: BaseException) -> str:
     return kind if isinstance(kind, str) else type(error).__name__
 
 
+class _Chunk:
+    """A chunk in flight: its rows' answers so far, and how many are still missing."""
+
+    __slots__ = ("deadline", "done", "found", "ident", "keys", "remaining", "result", "tag")
+
+    def __init__(
+        self, ident: int, tag: Any, keys: Sequence[Any], result: ResultFuture, deadline: float
+    ) -> None:
+        self.ident = ident
+        self.done = False
+        self.tag = tag
+        self.keys = keys
+        self.result = result
+        self.deadline = deadline
+        self.found: list[Any] = [_PENDING] * len(keys)
+        self.remaining = len(keys)
+
+
 class LookupJoin(AsyncFunction):
-    """Joins each record with the rows its key finds in a :class:`~enrich.LookupSource`.
+    """Joins chunks of keys with the rows a :class:`~enrich.LookupSource` holds for them.
+
+    Each record the operator gives it is a chunk ``(tag, keys)``: ``keys[i]`` is the key
+    of row ``i`` (a scalar, a tuple for a composite key, or None, which joins nothing).
+    It completes each chunk with one :class:`JoinedChunk`. Use :func:`lookup_rows` or
+    ``enrich.spark.lookup_join`` rather than driving it by hand.
 
     Args:
         source: the dimension store.
-        key: the record's key (a scalar, or a tuple for composite keys); None joins
-            nothing (a left join keeps the record with null fields).
-        how: "left" keeps records whose key is missing; "inner" drops them.
-        on_error: what a record's error becomes: "fail" (raise, ending the run), "null"
-            (a left row with null fields), "drop" (no row), or "error_column" (a row with
+        how: "left" keeps rows whose key is missing (null fields); "inner" drops them.
+        on_error: what a row's error becomes: "fail" (raise, ending the run), "null"
+            (a row with null fields), "drop" (no row), or "error_column" (a row with
             null fields and the reason).
         cache: a :class:`~enrich.LookupCache`, shared by every join of the process that
             uses the same cache and source.
+        retry: per-key retries (on errors, and on misses with ``retry_on_result``); a
+            retry never starts after the chunk's deadline, and never reads the cache.
+        timeout: seconds a chunk's rows have, from admission to answer (give the
+            operator the same timeout: its timer calls :meth:`timeout`).
         max_batch: keys per ``lookup_many`` call at most.
-        combine: builds an output from ``(record, row or None, reason or None)``; the
-            default yields that triple.
-        clock: the time source for cache TTLs and latencies (default: the loop's).
+        clock: the time source (default: the running loop's).
 
-    A record yields one output per row its key finds (none found: a left join's single
-    null row, or nothing). Records are never lost: each one yields its outputs, is
-    dropped by an inner join's miss or the "drop" policy, or fails the run ("fail").
+    No row is lost: each yields its outputs, is dropped by an inner join's miss or the
+    "drop" policy, or fails the run ("fail"); the metrics count every one.
     """
 
     def __init__(
         self,
         source: LookupSource,
         *,
-        key: Callable[[Any], Any],
         how: str = "left",
         on_error: str = "fail",
         cache: LookupCache | None = None,
+        retry: RetryStrategy | None = None,
+        timeout: float | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
-        combine: Combine | None = None,
         clock: Clock | None = None,
     ) -> None:
         if how not in HOWS:
@@ -98,21 +136,26 @@ class LookupJoin(AsyncFunction):
             raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
         if cache is not None and not isinstance(cache, LookupCache):
             raise ValueError(f"cache must be a LookupCache or None, got {cache!r}")
+        if retry is not None and not isinstance(retry, RetryStrategy):
+            raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
         self.source = source
         self.how = how
         self.on_error = on_error
         self.cache = cache
+        self.retry = retry
         self.max_batch = max_batch
         self.metrics = JoinMetrics()
-        self._key = key
-        self._combine = combine or _triple
+        self._timeout = timeout
         self._clock = clock
         self._store: Any = None
-        self._waiting: dict[Any, list[tuple[Any, ResultFuture]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: dict[Any, list[tuple[_Chunk, int]]] = {}
+        self._attempts: dict[Any, int] = {}  # calls made for a key still waited for
         self._pending: list[Any] = []
         self._flush_scheduled = False
+        self._chunks: dict[int, _Chunk] = {}  # by id of the operator's record
         self._requests: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._retry_timers: set[Timer] = set()
 
     def __repr__(self) -> str:
         return f"LookupJoin({self.source!r}, how={self.how!r}, on_error={self.on_error!r})"
@@ -129,140 +172,14 @@ class LookupJoin(AsyncFunction):
     def close(self) -> None:
         for request in self._requests:
             request.cancel()
+        for timer in self._retry_timers:
+            timer.cancel()
         self._requests.clear()
+        self._retry_timers.clear()
         self._waiting.clear()
+        self._attempts.clear()
         self._pending.clear()
-
-    # -- records in ----------------------------------------------------------------------
-
-    def async_invoke_many(self, values: Sequence[Any], results: Sequence[ResultFuture]) -> None:
-        metrics = self.metrics
-        store = self._store
-        waiting = self._waiting
-        key_of = self._key
-        now = self._clock.now() if store is not None else 0.0  # type: ignore[union-attr]
-        for value, result in zip(values, results, strict=True):
-            if result.attempt == 1:
-                metrics.rows_in += 1
-            try:
-                key = key_of(value)
-                hash(key)
-            except Exception as exc:
-                result.complete_exceptionally(
-                    DecodeError(
-                        f"cannot read the lookup key of record {value!r}: {exc}", value=value
-                    )
-                )
-                continue
-            if key is None:
-                self._answer(value, result, MISS, count_miss=False)
-                continue
-            waiters = waiting.get(key)
-            if waiters is not None:
-                waiters.append((value, result))
-                metrics.coalesced += 1
-                continue
-            if store is not None:
-                # A retry (attempt > 1) was made because of a miss or an error: only a
-                # fresh answer from the store will do, never a cached miss.
-                cached = store.get(key, now, accept_miss=result.attempt <= 1)
-                if cached is not None:
-                    metrics.cache_hits += 1
-                    self._answer(value, result, cached)
-                    continue
-                metrics.cache_misses += 1
-            waiting[key] = [(value, result)]
-            self._pending.append(key)
-        if len(self._pending) >= self.max_batch:
-            self._flush()
-        elif self._pending and not self._flush_scheduled:
-            # Let records admitted in the same loop iteration join this batch.
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        keys, self._pending = self._pending, []
-        size = self.max_batch
-        for start in range(0, len(keys), size):
-            request = self._loop.create_task(self._fetch(keys[start : start + size]))  # type: ignore[union-attr]
-            self._requests.add(request)
-            request.add_done_callback(self._requests.discard)
-
-    async def _fetch(self, keys: list[Any]) -> None:
-        metrics = self.metrics
-        clock = self._clock
-        assert clock is not None
-        metrics.requests += 1
-        metrics.keys_requested += len(keys)
-        started = clock.now()
-        try:
-            found = await self.source.lookup_many(keys)
-        except Exception as exc:
-            metrics.latency.record(clock.now() - started)
-            for key in keys:
-                self._fail_key(key, exc)
-            return
-        now = clock.now()
-        metrics.latency.record(now - started)
-        store = self._store
-        for key in keys:
-            answer = found.get(key)
-            if isinstance(answer, BaseException):
-                self._fail_key(key, answer)
-                continue
-            rows = _rows(answer)
-            if store is not None:
-                store.put(key, rows, now)
-            for value, result in self._waiting.pop(key, ()):
-                self._answer(value, result, rows)
-
-    def _fail_key(self, key: Any, error: BaseException) -> None:
-        if self._store is not None:
-            self._store.failed()
-        for _, result in self._waiting.pop(key, ()):
-            result.complete_exceptionally(error)
-
-    # -- records out ---------------------------------------------------------------------
-
-    def _answer(
-        self, value: Any, result: ResultFuture, rows: Any, *, count_miss: bool = True
-    ) -> None:
-        try:
-            outputs = self._outputs(value, rows, count_miss=count_miss)
-        except Exception as exc:  # a combine() that refuses the row: that record's error
-            result.complete_exceptionally(exc)
-        else:
-            result.complete(outputs)
-
-    def _outputs(self, value: Any, rows: Any, *, count_miss: bool = True) -> list[Any]:
-        combine = self._combine
-        if rows is MISS:
-            if count_miss:
-                self.metrics.misses += 1
-            out: list[Any] = MissResult()
-            if self.how == "left":
-                out.append(combine(value, None, None))
-        elif type(rows) is tuple:
-            out = [combine(value, rows, None)]
-        else:
-            out = [combine(value, row, None) for row in rows]
-        self.metrics.rows_out += len(out)
-        return out
-
-    def handle_error(self, value: Any, error: BaseException) -> Iterable[Any]:
-        kind = error_kind(error)
-        self.metrics.errors[kind] += 1
-        policy = self.on_error
-        if policy == "fail":
-            raise error
-        if sum(self.metrics.errors.values()) <= _LOGGED_ERRORS:
-            log.warning("lookup failed for a record (%s, policy %s): %s", kind, policy, error)
-        if policy == "drop":
-            return []
-        reason = f"{kind}: {error}" if policy == "error_column" else None
-        self.metrics.rows_out += 1
-        return [self._combine(value, None, reason)]
+        self._chunks.clear()
 
     def cache_statistics(self) -> CacheStatistics | None:
         """This process's statistics of the join's cache (None without a cache)."""
@@ -273,6 +190,282 @@ class LookupJoin(AsyncFunction):
         copy = JoinMetrics()
         copy.merge(self.metrics)
         return copy
+
+    # -- chunks in -----------------------------------------------------------------------
+
+    def async_invoke_many(self, values: Sequence[Any], results: Sequence[ResultFuture]) -> None:
+        clock = self._clock
+        assert clock is not None, "open() was not called"
+        now = clock.now()
+        deadline = now + self._timeout if self._timeout is not None else float("inf")
+        metrics = self.metrics
+        store = self._store
+        waiting = self._waiting
+        pending = self._pending
+        for value, result in zip(values, results, strict=True):
+            tag, keys = value
+            chunk = _Chunk(id(value), tag, keys, result, deadline)
+            self._chunks[chunk.ident] = chunk
+            metrics.rows_in += len(keys)
+            found = chunk.found
+            for i, key in enumerate(keys):
+                if key is None:
+                    found[i] = _NULL_KEY
+                    chunk.remaining -= 1
+                    continue
+                try:
+                    waiters = waiting.get(key)
+                except TypeError as exc:  # an unhashable key: that row's error
+                    error = DecodeError(
+                        f"row {i}: lookup key {key!r} is not hashable ({exc})", value=key
+                    )
+                    found[i] = _Failed(error)
+                    chunk.remaining -= 1
+                    continue
+                if waiters is not None:
+                    waiters.append((chunk, i))
+                    metrics.coalesced += 1
+                    continue
+                if store is not None:
+                    cached = store.get(key, now)
+                    if cached is not None:
+                        metrics.cache_hits += 1
+                        found[i] = cached
+                        chunk.remaining -= 1
+                        continue
+                    metrics.cache_misses += 1
+                waiting[key] = [(chunk, i)]
+                pending.append(key)
+            if chunk.remaining == 0:
+                self._finish(chunk)
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if len(self._pending) >= self.max_batch:
+            self._flush()
+        elif self._pending and not self._flush_scheduled:
+            # Let keys admitted in the same loop iteration share the request.
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)  # type: ignore[union-attr]
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        keys, self._pending = self._pending, []
+        size = self.max_batch
+        loop = self._loop
+        assert loop is not None
+        for start in range(0, len(keys), size):
+            request = loop.create_task(self._fetch(keys[start : start + size]))
+            self._requests.add(request)
+            request.add_done_callback(self._requests.discard)
+
+    # -- answers -------------------------------------------------------------------------
+
+    async def _fetch(self, keys: list[Any]) -> None:
+        metrics = self.metrics
+        clock = self._clock
+        assert clock is not None
+        metrics.requests += 1
+        metrics.keys_requested += len(keys)
+        if self.retry is not None:  # attempts matter only to retries (and their reports)
+            attempts = self._attempts
+            for key in keys:
+                attempts[key] = attempts.get(key, 0) + 1
+        started = clock.now()
+        try:
+            found = await self.source.lookup_many(keys)
+        except Exception as exc:
+            metrics.latency.record(clock.now() - started)
+            for key in keys:
+                self._answer(key, None, exc)
+            return
+        metrics.latency.record(clock.now() - started)
+        if self.retry is not None or self._store is not None:
+            for key in keys:
+                self._settle(key, found.get(key))
+            self._schedule_flush()  # retries due now, if any
+            return
+        # The common case, kept tight: no retries to consider, nothing to cache.
+        waiting = self._waiting
+        get = found.get
+        for key in keys:
+            answer = get(key)
+            if answer is None:
+                rows = MISS
+            elif type(answer) is tuple:
+                rows = answer
+            else:
+                self._settle(key, answer)
+                continue
+            for chunk, i in waiting.pop(key, ()):
+                if not chunk.done and chunk.found[i] is _PENDING:
+                    chunk.found[i] = rows
+                    chunk.remaining -= 1
+                    if chunk.remaining == 0:
+                        self._finish(chunk)
+
+    def _settle(self, key: Any, answer: Any) -> None:
+        if isinstance(answer, BaseException):
+            self._answer(key, None, answer)
+            return
+        try:
+            rows = _rows(answer)
+        except TypeError as exc:
+            self._answer(key, None, exc)
+        else:
+            self._answer(key, rows, None)
+
+    def _answer(self, key: Any, rows: Any, error: BaseException | None) -> None:
+        """Settle ``key`` for every row waiting for it, or schedule its retry."""
+        waiters = self._waiting.get(key)
+        if not waiters:
+            self._waiting.pop(key, None)
+            self._attempts.pop(key, None)
+            return
+        if self._should_retry(key, rows, error, waiters):
+            return
+        del self._waiting[key]
+        self._attempts.pop(key, None)
+        store = self._store
+        if error is not None:
+            if store is not None:
+                store.failed()
+            outcome: Any = _Failed(error)
+        else:
+            if store is not None:
+                store.put(key, rows, self._clock.now())  # type: ignore[union-attr]
+            outcome = rows
+        fail_now = error is not None and self.on_error == "fail"
+        for chunk, i in waiters:
+            if chunk.done or chunk.found[i] is not _PENDING:
+                continue
+            if fail_now:  # no need to wait for the chunk's other rows: the run fails
+                self._finish(chunk, error)
+                continue
+            chunk.found[i] = outcome
+            chunk.remaining -= 1
+            if chunk.remaining == 0:
+                self._finish(chunk)
+
+    def _should_retry(
+        self, key: Any, rows: Any, error: BaseException | None, waiters: list[Any]
+    ) -> bool:
+        retry = self.retry
+        if retry is None:
+            return False
+        attempt = self._attempts.get(key, 1)
+        if attempt >= retry.max_attempts:
+            return False
+        if error is not None:
+            again = retry.should_retry_exception(error)
+        else:
+            again = rows is MISS and retry.should_retry_result(_MISS_RESULT)
+        if not again:
+            return False
+        delay = retry.delay(attempt)
+        hint = getattr(error, "retry_after", None)
+        if isinstance(hint, (int, float)) and hint > delay:
+            delay = float(hint)
+        clock = self._clock
+        assert clock is not None
+        when = clock.now() + delay
+        if when >= min(chunk.deadline for chunk, _ in waiters):
+            return False  # it would start after the deadline: the last outcome stands
+        self.metrics.retries += 1
+
+        def fire() -> None:
+            self._retry_timers.discard(timer)
+            if self._waiting.get(key):
+                self._pending.append(key)
+                self._schedule_flush()
+
+        timer = clock.call_at(when, fire)
+        self._retry_timers.add(timer)
+        return True
+
+    def timeout(self, value: Any, result: ResultFuture) -> None:
+        """The chunk's deadline passed: its unanswered rows time out, one by one."""
+        chunk = self._chunks.get(id(value))
+        if chunk is None:  # pragma: no cover - finished in the same instant
+            return
+        timeout = self._timeout if self._timeout is not None else float("nan")
+        self.metrics.timeouts += chunk.remaining
+        for i, state in enumerate(chunk.found):
+            if state is _PENDING:
+                key = chunk.keys[i]
+                attempts = self._attempts.get(key, 1)
+                chunk.found[i] = _Failed(LookupTimeout(key, timeout, attempts))
+        chunk.remaining = 0
+        chunk.result = result  # the operator only accepts the timeout's own completion
+        self._finish(chunk)
+
+    def _finish(self, chunk: _Chunk, error: BaseException | None = None) -> None:
+        """Complete the chunk's record with its rows' outcomes, in row order."""
+        chunk.done = True
+        self._chunks.pop(chunk.ident, None)
+        if error is not None:
+            self.metrics.errors[error_kind(error)] += 1
+            chunk.result.complete_exceptionally(error)
+            return
+        try:
+            joined = self._assemble(chunk)
+        except BaseException as exc:
+            chunk.result.complete_exceptionally(exc)
+        else:
+            chunk.result.complete([joined])
+
+    def _assemble(self, chunk: _Chunk) -> JoinedChunk:
+        metrics = self.metrics
+        left = self.how == "left"
+        policy = self.on_error
+        indices: list[int] = []
+        rows: list[tuple[Any, ...] | None] = []
+        errors: list[str | None] | None = [] if policy == "error_column" else None
+        for i, state in enumerate(chunk.found):
+            if type(state) is tuple:
+                indices.append(i)
+                rows.append(state)
+                if errors is not None:
+                    errors.append(None)
+            elif state is MISS or state is _NULL_KEY:
+                if state is MISS:
+                    metrics.misses += 1
+                if left:
+                    indices.append(i)
+                    rows.append(None)
+                    if errors is not None:
+                        errors.append(None)
+            elif isinstance(state, _Failed):
+                kind = error_kind(state.error)
+                metrics.errors[kind] += 1
+                if policy == "fail":
+                    raise state.error
+                if sum(metrics.errors.values()) <= _LOGGED_ERRORS:
+                    log.warning(
+                        "lookup of row %d failed (%s, policy %s): %s", i, kind, policy, state.error
+                    )
+                if policy != "drop":
+                    indices.append(i)
+                    rows.append(None)
+                    if errors is not None:
+                        errors.append(f"{kind}: {state.error}")
+            elif state is _PENDING:  # pragma: no cover - guarded by remaining == 0
+                raise AssertionError(f"row {i} of a finished chunk has no answer")
+            else:  # several rows: a 1:N match
+                for row in state:
+                    indices.append(i)
+                    rows.append(row)
+                    if errors is not None:
+                        errors.append(None)
+        metrics.rows_out += len(indices)
+        return JoinedChunk(chunk.tag, indices, rows, errors)
+
+
+class _MissMarker(list):  # type: ignore[type-arg]
+    is_miss = True
+
+
+_MISS_RESULT = _MissMarker()
 
 
 def _rows(answer: Any) -> Any:
@@ -295,73 +488,7 @@ def _scope(source: LookupSource) -> Any:
         return (type(source).__qualname__, repr(source))
 
 
-def lookup_rows(
-    rows: Iterable[dict[str, Any]],
-    source: LookupSource,
-    *,
-    on: str | Sequence[str],
-    how: str = "left",
-    on_error: str = "fail",
-    cache: LookupCache | None = None,
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    prefix: str = "",
-    error_column: str = "enrich_error",
-    clock: Clock | None = None,
-) -> AsyncWaitIterator:
-    """Enrich dict rows with the fields their key finds in ``source``.
-
-    Each output row is the input row plus the schema's fields (named ``prefix + name``;
-    None where nothing was found), plus ``error_column`` with the reason when
-    ``on_error="error_column"``. Field names that collide with the input's raise
-    ``ValueError`` naming them.
-    """
-    columns = [prefix + name for name in source.schema.names]
-    width = len(columns)
-    with_error = on_error == "error_column"
-    on_fields = (on,) if isinstance(on, str) else tuple(on)
-    if not on_fields:
-        raise ValueError("on must name at least one field")
-    checked: list[bool] = []
-
-    def key(row: dict[str, Any]) -> Any:
-        try:
-            if len(on_fields) == 1:
-                return row[on_fields[0]]
-            parts = tuple(row[f] for f in on_fields)
-        except KeyError as exc:
-            raise KeyError(f"record has no field {exc.args[0]!r} (on={on!r})") from None
-        return None if any(p is None for p in parts) else parts
-
-    def combine(row: dict[str, Any], found: tuple[Any, ...] | None, error: str | None) -> Any:
-        if not checked:
-            clash = sorted(set(columns) & set(row))
-            if clash:
-                raise ValueError(
-                    f"dimension fields {clash} collide with the record's fields; "
-                    f"set prefix= to rename them"
-                )
-            checked.append(True)
-        out = dict(row)
-        out.update(zip(columns, found if found is not None else (None,) * width, strict=True))
-        if with_error:
-            out[error_column] = error
-        return out
-
-    join = LookupJoin(
-        source,
-        key=key,
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        max_batch=max_batch,
-        combine=combine,
-        clock=clock,
-    )
-    wait_mode = OutputMode.of(mode)
-    return AsyncWaitIterator(
-        rows, join, mode=wait_mode, timeout=timeout, capacity=capacity, retry=retry, clock=clock
-    )
+def chunk_rows(capacity: int, max_batch: int) -> int:
+    """Rows per chunk for a join with ``capacity`` rows in flight: small enough that
+    about four chunks are in flight at once (so requests overlap), at most one batch."""
+    return max(1, min(max_batch, capacity // 4))

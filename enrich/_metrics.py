@@ -72,6 +72,8 @@ class JoinMetrics:
         coalesced: records that shared a key already pending or in flight.
         cache_hits / cache_misses: records answered / not answered by the cache.
         misses: records whose key was not found.
+        timeouts: records that ran out of time.
+        retries: keys asked again after an error or a miss.
         errors: records that ended in an error, by kind ("timeout", "status:503", ...).
         latency: request latencies.
     """
@@ -84,6 +86,8 @@ class JoinMetrics:
     cache_hits: int = 0
     cache_misses: int = 0
     misses: int = 0
+    timeouts: int = 0
+    retries: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
@@ -114,6 +118,8 @@ class JoinMetrics:
             "cache_hits",
             "cache_misses",
             "misses",
+            "timeouts",
+            "retries",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
@@ -128,5 +134,5 @@ class JoinMetrics:
             f"rows {self.rows_in}->{self.rows_out}, {self.requests} requests "
             f"({self.keys_per_request:.1f} keys each), coalesced {self.coalesced}, "
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
-            f"latency {lat}, errors {errors}"
+            f"latency {lat}, timeouts {self.timeouts}, retries {self.retries}, errors {errors}"
         )

@@ -50,7 +50,7 @@ SchemaLike = Union["Schema", str, Mapping[str, str], Iterable[tuple[str, str]]]
 class Schema:
     """An ordered list of typed fields, with per-field coercion of stored values."""
 
-    __slots__ = ("_coercers", "fields", "names")
+    __slots__ = ("_coercer", "fields", "names")
 
     def __init__(self, fields: Iterable[Field]) -> None:
         self.fields: tuple[Field, ...] = tuple(fields)
@@ -62,7 +62,7 @@ class Schema:
             if name.lower() in seen:
                 raise SchemaError(f"field {name!r} appears twice in the schema")
             seen.add(name.lower())
-        self._coercers = tuple(_COERCERS[f.type] for f in self.fields)
+        self._coercer = self._compile()
 
     @classmethod
     def of(cls, spec: SchemaLike) -> Schema:
@@ -100,28 +100,34 @@ class Schema:
         """Pick and convert the schema's fields from ``document``; absent fields are None.
 
         Raises:
-            DecodeError: a field's value cannot be converted to the field's type.
+            DecodeError: ``document`` is not a mapping, or a field's value cannot be
+                converted to the field's type.
         """
         if not isinstance(document, Mapping):
             raise DecodeError(
                 f"expected an object with fields {list(self.names)}, got {_short(document)}",
                 value=document,
             )
-        out: list[Any] = []
-        for field, coerce in zip(self.fields, self._coercers, strict=True):
-            raw = document.get(field.name)
-            if raw is None:
-                out.append(None)
-                continue
-            try:
-                out.append(coerce(raw))
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise DecodeError(
-                    f"field {field.name!r}: cannot read {_short(raw)} as {field.type}",
-                    field=field.name,
-                    value=raw,
-                ) from exc
-        return tuple(out)
+        return self._coercer(document)  # type: ignore[no-any-return]
+
+    def _compile(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+        """A function picking and converting every field, generated for this schema:
+        values that already have the field's Python type pass with one type check."""
+        lines = ["def coerce(document):", "    get = document.get"]
+        env: dict[str, Any] = {"_convert": _convert}
+        for i, field in enumerate(self.fields):
+            native = _NATIVE[field.type]
+            env[f"_f{i}"] = field
+            env[f"_c{i}"] = _COERCERS[field.type]
+            env[f"_t{i}"] = native
+            lines.append(f"    v{i} = get({field.name!r})")
+            check = f"type(v{i}) is not _t{i}" if native is not None else "True"
+            lines.append(f"    if v{i} is not None and {check}:")
+            lines.append(f"        v{i} = _convert(_c{i}, _f{i}, v{i})")
+        values = ", ".join(f"v{i}" for i in range(len(self.fields)))
+        lines.append(f"    return ({values},)")
+        exec("\n".join(lines), env)  # generated from validated field names and types
+        return env["coerce"]  # type: ignore[no-any-return]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Schema) and other.fields == self.fields
@@ -216,6 +222,29 @@ def _to_binary(raw: Any) -> bytes:
         return raw.encode("utf-8")
     raise TypeError(type(raw).__name__)
 
+
+def _convert(coerce: Callable[[Any], Any], field: Field, raw: Any) -> Any:
+    try:
+        return coerce(raw)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DecodeError(
+            f"field {field.name!r}: cannot read {_short(raw)} as {field.type}",
+            field=field.name,
+            value=raw,
+        ) from exc
+
+
+# The Python type a field's value already has when it needs no conversion (ints are
+# range-checked and JSON numbers may be ints for a double, so those always convert).
+_NATIVE: dict[str, type | None] = {
+    "string": str,
+    "int": None,
+    "bigint": None,
+    "double": float,
+    "float": float,
+    "boolean": bool,
+    "binary": bytes,
+}
 
 _COERCERS: dict[str, Callable[[Any], Any]] = {
     "string": _to_string,

@@ -82,6 +82,7 @@ class AsyncWaitIterator(Iterator[Any]):
         clock: Clock | None,
     ) -> None:
         _check_settings(timeout, capacity, retry)
+        self.function: Any = None  # set by wrappers that expose their function
         self._run = _Run()
         self._outputs = _run_sync(
             self._run, inputs, as_async_function(func), mode, timeout, capacity, retry, clock
@@ -268,6 +269,7 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         clock: Clock | None,
     ) -> None:
         _check_settings(timeout, capacity, retry)
+        self.function: Any = None  # set by wrappers that expose their function
         self._inputs = inputs
         self._func = as_async_function(func)
         self._settings = (mode, timeout, retry, clock)

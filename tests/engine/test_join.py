@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import enrich
-from enrich import FixedDelayRetry, LookupCache, LookupJoin, lookup_rows, ordered_wait_async
+from enrich import FixedDelayRetry, LookupCache, LookupJoin, lookup_chunks_async, lookup_rows
 from enrich.testing import FakeClock, FakeSource, drive
 
 USERS = {
@@ -80,7 +80,7 @@ def test_colliding_field_names_are_an_error_naming_them() -> None:
 
 def test_a_missing_on_field_is_a_clear_error() -> None:
     source = FakeSource(USERS, schema=SCHEMA)
-    with pytest.raises(enrich.DecodeError, match="no field 'user_id'"):
+    with pytest.raises(enrich.DecodeError, match="row 0 has no field 'user_id'"):
         list(lookup_rows([{"uid": 1}], source, on="user_id"))
 
 
@@ -100,7 +100,6 @@ def test_error_policies_keep_the_job_going(policy: str, expected: list[Any]) -> 
     it = lookup_rows(rows(1, 7, 2), source, on="user_id", on_error=policy)
     out = [(r["name"], r.get("enrich_error")) for r in it]
     assert out == expected
-    assert it._run.operator is not None
 
 
 def test_fail_policy_raises_the_error() -> None:
@@ -119,49 +118,69 @@ def test_undecodable_values_are_errors_of_their_row_only() -> None:
     ]
 
 
-def test_unhashable_keys_are_errors_naming_the_record() -> None:
+def test_unhashable_keys_are_errors_naming_the_row() -> None:
     source = FakeSource(USERS, schema=SCHEMA)
-    it = lookup_rows([{"user_id": [1, 2]}], source, on="user_id", on_error="error_column")
-    (row,) = list(it)
-    assert row["enrich_error"].startswith("decode: cannot read the lookup key of record")
+    data = [{"user_id": 1}, {"user_id": [1, 2]}]
+    out = list(lookup_rows(data, source, on="user_id", on_error="error_column"))
+    assert out[0]["name"] == "ann"
+    assert out[1]["enrich_error"].startswith("decode: row 1: lookup key [1, 2] is not hashable")
 
 
-pytestmark_async = pytest.mark.asyncio
-
-
-async def collect(iterator: Any) -> list[Any]:
-    return [item async for item in iterator]
-
-
-def join(source: FakeSource, clock: FakeClock, **kwargs: Any) -> LookupJoin:
-    return LookupJoin(source, key=lambda v: v, clock=clock, **kwargs)
+async def joined(clock: FakeClock, *chunks: Any, **kwargs: Any) -> list[Any]:
+    """Run chunks of keys through the join on the fake clock; one triple per output row."""
+    kwargs.setdefault("clock", clock)
+    it = lookup_chunks_async([(n, keys) for n, keys in enumerate(chunks)], **kwargs)
+    out = []
+    async for chunk in it:
+        errors = chunk.errors or [None] * len(chunk.indices)
+        out += [
+            (chunk.tag, i, row, error)
+            for i, row, error in zip(chunk.indices, chunk.rows, errors, strict=True)
+        ]
+    return out
 
 
 @pytest.mark.asyncio
-async def test_timeouts_go_to_the_error_policy_with_their_reason() -> None:
+async def test_a_timeout_fails_only_the_rows_still_waiting() -> None:
     clock = FakeClock()
     source = FakeSource({1: ("a",), 2: ("b",)}, clock=clock, never=[2])
-    fn = join(source, clock, on_error="error_column")
-    # capacity=1: key 2 goes out in a call of its own (a call that hangs fails all its keys)
-    it = ordered_wait_async([1, 2], fn, timeout=1.5, clock=clock, capacity=1)
-    out = await drive(clock, collect(it))
-    assert out[0] == (1, ("a",), None)
-    assert out[1][2] == "timeout: record 2 timed out after 1.5s (1 attempt(s))"
-    assert fn.metrics.errors == {"timeout": 1}
+    out = await drive(clock, joined(
+        clock, [1, 2], source=source, on_error="error_column", timeout=1.5, max_batch=1
+    ))
+    # max_batch=1: each key in a call of its own; key 2's call never answers.
+    assert out == [
+        (0, 0, ("a",), None),
+        (0, 1, None, "timeout: record 2 timed out after 1.5s (1 attempt(s))"),
+    ]
+    assert clock.now() == 1.5
 
 
 @pytest.mark.asyncio
 async def test_retries_recover_failed_keys_and_whole_call_failures() -> None:
     clock = FakeClock()
     source = FakeSource({1: ("a",), 2: ("b",)}, clock=clock, fail_calls=1, fail_keys={2: 1})
-    it = ordered_wait_async(
-        [1, 2], join(source, clock), retry=FixedDelayRetry(3, 0.1), clock=clock, timeout=5
+    it = lookup_chunks_async(
+        [("c", [1, 2])], source, retry=FixedDelayRetry(3, 0.1), clock=clock, timeout=5
     )
-    assert await drive(clock, collect(it)) == [(1, ("a",), None), (2, ("b",), None)]
-    # Call 1 failed whole; the retry of both records went out together; key 2 failed
-    # alone once more.
+    (chunk,) = await drive(clock, collect(it))
+    assert (chunk.indices, chunk.rows) == ([0, 1], [("a",), ("b",)])
+    # Call 1 failed whole; both keys went out again together; key 2 failed alone once more.
     assert source.requests == [[1, 2], [1, 2], [2]]
     assert clock.now() == pytest.approx(0.2)
+    assert it.function.statistics().retries == 3
+
+
+@pytest.mark.asyncio
+async def test_retries_stop_at_the_deadline_and_the_last_error_stands() -> None:
+    clock = FakeClock()
+    source = FakeSource({1: ("a",)}, clock=clock, fail_keys={1: 99})
+    out = await drive(clock, joined(
+        clock, [1], source=source, retry=FixedDelayRetry(10, 0.4), timeout=1.0,
+        on_error="error_column",
+    ))
+    assert out == [(0, 0, None, "status:503: scripted failure of key 1")]
+    assert source.keys_requested == [1, 1, 1]  # at 0, 0.4, 0.8; 1.2 is past the deadline
+    assert clock.pending_timers() == 0
 
 
 @pytest.mark.asyncio
@@ -170,13 +189,10 @@ async def test_cache_ttl_and_missing_ttl_are_exact() -> None:
     source = FakeSource({1: ("a",)}, clock=clock)
     cache = LookupCache(max_rows=100, ttl=10.0, ttl_missing=2.0)
 
-    joins: list[LookupJoin] = []
-
     async def run(*keys: int) -> list[Any]:
-        joins.append(join(source, clock, cache=cache))
-        return await drive(clock, collect(ordered_wait_async(keys, joins[-1], clock=clock)))
+        return await drive(clock, joined(clock, list(keys), source=source, cache=cache))
 
-    assert await run(1, 9) == [(1, ("a",), None), (9, None, None)]
+    assert await run(1, 9) == [(0, 0, ("a",), None), (0, 1, None, None)]
     assert source.keys_requested == [1, 9]
     clock.advance(1.999)
     await run(1, 9)
@@ -187,10 +203,20 @@ async def test_cache_ttl_and_missing_ttl_are_exact() -> None:
     clock.advance(8.0)  # the hit expires at t=10.0
     await run(1)
     assert source.keys_requested == [1, 9, 9, 1]
-    stats = joins[-1].cache_statistics()
-    assert stats is not None
-    assert (stats.hits, stats.misses, stats.loads) == (3, 4, 4)
-    assert stats.size == 2
+
+
+@pytest.mark.asyncio
+async def test_cache_statistics() -> None:
+    clock = FakeClock()
+    source = FakeSource({1: ("a",)}, clock=clock)
+    cache = LookupCache(max_rows=100, ttl=10.0)
+    for _ in range(3):
+        it = lookup_chunks_async([("c", [1, 2, 1])], source, cache=cache, clock=clock)
+        await drive(clock, collect(it))
+    stats = it.function.cache_statistics()
+    # Run 1: 2 misses (the second 1 coalesced), 2 loads; runs 2 and 3: 3 hits each.
+    assert (stats.hits, stats.misses, stats.loads, stats.size) == (6, 2, 2, 2)
+    assert stats.hit_ratio == pytest.approx(6 / 8)
 
 
 @pytest.mark.asyncio
@@ -198,16 +224,8 @@ async def test_cache_without_missing_entries_and_with_lru_eviction() -> None:
     clock = FakeClock()
     source = FakeSource({k: (str(k),) for k in range(5)}, clock=clock)
     cache = LookupCache(max_rows=2, cache_missing=False)
-
-    async def run(*keys: int) -> None:
-        await drive(
-            clock,
-            collect(
-                ordered_wait_async(keys, join(source, clock, cache=cache), clock=clock, capacity=1)
-            ),
-        )
-
-    await run(0, 1, 0, 2, 0, 1, 9, 9)
+    chunks = [[k] for k in (0, 1, 0, 2, 0, 1, 9, 9)]
+    await drive(clock, joined(clock, *chunks, source=source, cache=cache, capacity=1))
     # 0 and 1 cached; 0 touched; 2 evicts 1 (least recent); 1 reloads; 9 never cached.
     assert source.keys_requested == [0, 1, 2, 1, 9, 9]
 
@@ -224,10 +242,9 @@ async def test_a_retry_on_a_miss_is_never_answered_by_a_cached_miss() -> None:
         source.data[5] = ("late",)
 
     arrival = asyncio.ensure_future(arrive_later())
-    it = ordered_wait_async(
-        [5], join(source, clock, cache=cache), retry=retry, clock=clock, timeout=None
-    )
-    assert await drive(clock, collect(it)) == [(5, ("late",), None)]
+    out = await drive(clock, joined(clock, [5], source=source, cache=cache, retry=retry,
+                                    timeout=None))
+    assert out == [(0, 0, ("late",), None)]
     assert source.keys_requested == [5, 5, 5]
     assert arrival.done()
 
@@ -238,9 +255,7 @@ async def test_two_joins_share_the_process_cache() -> None:
     source = FakeSource({1: ("a",)}, clock=clock)
     cache = LookupCache(max_rows=10)
     for _ in range(3):
-        await drive(
-            clock, collect(ordered_wait_async([1], join(source, clock, cache=cache), clock=clock))
-        )
+        await drive(clock, joined(clock, [1], source=source, cache=cache))
     assert source.keys_requested == [1]
 
 
@@ -248,10 +263,12 @@ async def test_two_joins_share_the_process_cache() -> None:
 async def test_metrics_count_requests_coalescing_and_latency() -> None:
     clock = FakeClock()
     source = FakeSource({k: (str(k),) for k in range(10)}, clock=clock, latency=0.02)
-    fn = join(source, clock, max_batch=4)
-    it = ordered_wait_async([k % 10 for k in range(30)], fn, clock=clock, capacity=30)
-    assert len(await drive(clock, collect(it))) == 30
-    m = fn.statistics()
+    keys = [k % 10 for k in range(30)]
+    chunks = [keys[i : i + 4] for i in range(0, 30, 4)]
+    it = lookup_chunks_async(list(enumerate(chunks)), source, clock=clock, capacity=40,
+                             max_batch=4)
+    assert sum(len(c.indices) for c in await drive(clock, collect(it))) == 30
+    m = it.function.statistics()
     assert (m.rows_in, m.rows_out, m.requests, m.keys_requested) == (30, 30, 3, 10)
     assert m.coalesced == 20
     assert m.keys_per_request == pytest.approx(10 / 3)
@@ -259,14 +276,27 @@ async def test_metrics_count_requests_coalescing_and_latency() -> None:
     assert "3 requests" in m.summary()
 
 
+def test_a_chunk_larger_than_the_chunk_size_is_refused() -> None:
+    source = FakeSource(USERS, schema=SCHEMA)
+    assert enrich.chunk_rows(100, 500) == 25
+    with pytest.raises(ValueError, match="a chunk of 26 rows is larger than 25"):
+        list(enrich.lookup_chunks([("c", list(range(26)))], source, capacity=100))
+
+
+async def collect(iterator: Any) -> list[Any]:
+    return [item async for item in iterator]
+
+
 def test_settings_are_validated() -> None:
     source = FakeSource(USERS, schema=SCHEMA)
     with pytest.raises(ValueError, match="how must be one of"):
-        LookupJoin(source, key=lambda v: v, how="outer")
+        LookupJoin(source, how="outer")
     with pytest.raises(ValueError, match="on_error must be one of"):
-        LookupJoin(source, key=lambda v: v, on_error="ignore")
+        LookupJoin(source, on_error="ignore")
     with pytest.raises(ValueError, match="max_batch must be an int >= 1, got 0"):
-        LookupJoin(source, key=lambda v: v, max_batch=0)
+        LookupJoin(source, max_batch=0)
+    with pytest.raises(ValueError, match="capacity must be an int >= 1, got 0"):
+        lookup_rows([], source, on="x", capacity=0)
     with pytest.raises(ValueError, match="eviction is mandatory"):
         LookupCache(max_rows=None, ttl=None)
     with pytest.raises(ValueError, match="ttl must be a number > 0 or None, got -1"):

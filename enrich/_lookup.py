@@ -1,0 +1,218 @@
+"""Lookup joins as iterators: over chunks of keys (for columnar callers such as Spark),
+and over dict rows (for plain Python)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+from ._cache import LookupCache
+from ._clock import Clock
+from ._errors import DecodeError
+from ._join import DEFAULT_MAX_BATCH, LookupJoin, chunk_rows
+from ._model import OutputMode
+from ._retry import RetryStrategy
+from ._source import LookupSource
+from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitAsyncIterator, AsyncWaitIterator
+
+Chunk = tuple[Any, Sequence[Any]]
+
+
+def _settings(
+    source: LookupSource,
+    how: str,
+    on_error: str,
+    cache: LookupCache | None,
+    retry: RetryStrategy | None,
+    timeout: float | None,
+    capacity: int,
+    max_batch: int,
+    clock: Clock | None,
+) -> tuple[LookupJoin, int, int]:
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
+    join = LookupJoin(
+        source,
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        retry=retry,
+        timeout=timeout,
+        max_batch=max_batch,
+        clock=clock,
+    )
+    rows = chunk_rows(capacity, max_batch)
+    return join, rows, max(1, capacity // rows)
+
+
+def _checked(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
+    for chunk in chunks:
+        if len(chunk[1]) > limit:
+            raise ValueError(
+                f"a chunk of {len(chunk[1])} rows is larger than {limit}, the chunk size "
+                f"for this capacity and max_batch (see enrich.chunk_rows)"
+            )
+        yield chunk
+
+
+def lookup_chunks(
+    chunks: Iterable[Chunk],
+    source: LookupSource,
+    *,
+    how: str = "left",
+    on_error: str = "fail",
+    cache: LookupCache | None = None,
+    mode: OutputMode | str = OutputMode.ORDERED,
+    capacity: int = DEFAULT_CAPACITY,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    retry: RetryStrategy | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    clock: Clock | None = None,
+) -> AsyncWaitIterator:
+    """Join chunks ``(tag, keys)`` with ``source``; yields one ``JoinedChunk`` per chunk.
+
+    Chunks hold at most ``chunk_rows(capacity, max_batch)`` keys (a larger one raises
+    ``ValueError``), so that at most ``capacity`` rows are in flight. ORDERED yields the
+    chunks in input order; rows keep their order within a chunk either way. The join's
+    metrics: ``iterator.function.statistics()``.
+    """
+    join, rows, slots = _settings(
+        source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
+    )
+    it = AsyncWaitIterator(
+        _checked(chunks, rows),
+        join,
+        mode=OutputMode.of(mode),
+        timeout=timeout,
+        capacity=slots,
+        retry=None,
+        clock=clock,
+    )
+    it.function = join
+    return it
+
+
+def lookup_chunks_async(
+    chunks: Iterable[Chunk] | AsyncIterable[Chunk],
+    source: LookupSource,
+    *,
+    how: str = "left",
+    on_error: str = "fail",
+    cache: LookupCache | None = None,
+    mode: OutputMode | str = OutputMode.ORDERED,
+    capacity: int = DEFAULT_CAPACITY,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    retry: RetryStrategy | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    clock: Clock | None = None,
+) -> AsyncWaitAsyncIterator:
+    """The async twin of :func:`lookup_chunks` (chunks are not size-checked here)."""
+    join, _, slots = _settings(
+        source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
+    )
+    it = AsyncWaitAsyncIterator(
+        chunks,
+        join,
+        mode=OutputMode.of(mode),
+        timeout=timeout,
+        capacity=slots,
+        retry=None,
+        clock=clock,
+    )
+    it.function = join
+    return it
+
+
+def lookup_rows(
+    rows: Iterable[dict[str, Any]],
+    source: LookupSource,
+    *,
+    on: str | Sequence[str],
+    how: str = "left",
+    on_error: str = "fail",
+    cache: LookupCache | None = None,
+    mode: OutputMode | str = OutputMode.ORDERED,
+    capacity: int = DEFAULT_CAPACITY,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    retry: RetryStrategy | None = None,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    prefix: str = "",
+    error_column: str = "enrich_error",
+    clock: Clock | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Enrich dict rows with the fields their key (``row[on]``) finds in ``source``.
+
+    Each output row is the input row plus the schema's fields (named ``prefix + name``;
+    None where nothing was found), plus ``error_column`` with the reason when
+    ``on_error="error_column"``. A row missing an ``on`` field raises ``DecodeError``
+    naming it; dimension names colliding with the row's raise ``ValueError``.
+    """
+    fields = (on,) if isinstance(on, str) else tuple(on)
+    if not fields:
+        raise ValueError("on must name at least one field")
+    columns = [prefix + name for name in source.schema.names]
+    size = chunk_rows(capacity, max_batch)
+
+    def key(number: int, row: dict[str, Any]) -> Any:
+        try:
+            if len(fields) == 1:
+                return row[fields[0]]
+            parts = tuple(row[f] for f in fields)
+        except KeyError as exc:
+            raise DecodeError(
+                f"row {number} has no field {exc.args[0]!r} (on={on!r}): {row!r}"[:300],
+                field=str(exc.args[0]),
+                value=row,
+            ) from None
+        return None if any(p is None for p in parts) else parts
+
+    def chunked() -> Iterator[Chunk]:
+        source_rows = iter(rows)
+        number = 0
+        while batch := list(islice(source_rows, size)):
+            keys = [key(number + i, row) for i, row in enumerate(batch)]
+            number += len(batch)
+            yield batch, keys
+
+    joined = lookup_chunks(
+        chunked(),
+        source,
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        mode=mode,
+        capacity=capacity,
+        timeout=timeout,
+        retry=retry,
+        max_batch=max_batch,
+        clock=clock,
+    )
+    return _dict_rows(joined, columns, error_column)
+
+
+def _dict_rows(
+    joined: AsyncWaitIterator, columns: list[str], error_column: str
+) -> Iterator[dict[str, Any]]:
+    nulls: tuple[None, ...] = (None,) * len(columns)
+    checked = False
+    for chunk in joined:
+        batch = chunk.tag
+        if not checked and batch:
+            clash = sorted(set(columns) & set(batch[0]))
+            if error_column in batch[0] and chunk.errors is not None:
+                clash.append(error_column)
+            if clash:
+                joined.close()
+                raise ValueError(
+                    f"dimension fields {clash} collide with the rows' fields; "
+                    f"set prefix= (or error_column=) to rename them"
+                )
+            checked = True
+        errors = chunk.errors
+        for n, (i, found) in enumerate(zip(chunk.indices, chunk.rows, strict=True)):
+            out = dict(batch[i])
+            out.update(zip(columns, found if found is not None else nulls, strict=True))
+            if errors is not None:
+                out[error_column] = errors[n]
+            yield out
