@@ -108,7 +108,7 @@ class Schema:
                 f"expected an object with fields {list(self.names)}, got {_short(document)}",
                 value=document,
             )
-        return self._coercer(document)  # type: ignore[no-any-return]
+        return self._coercer(document)
 
     def _compile(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
         """A function picking and converting every field, generated for this schema:
