@@ -156,6 +156,11 @@ async def execute(
     return results
 
 
+def is_denied(exc: BaseException) -> bool:
+    """Whether the server refused a command for lack of permission (ACL NOPERM)."""
+    return isinstance(exc, rx.NoPermissionError)
+
+
 def translate(exc: BaseException, endpoint: Endpoint, key: Any = None) -> LookupFailed:
     """A :class:`LookupFailed` for a driver error; its message names host:port, no secret."""
     where = f"redis at {endpoint.address}"

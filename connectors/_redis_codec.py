@@ -71,6 +71,12 @@ def plan(
     return commands
 
 
+def single(command: Command, index: int) -> Command:
+    """The MGET ``command`` narrowed to its key number ``index`` alone."""
+    redis_key = command.redis_keys[index]
+    return Command(("MGET", redis_key), (command.keys[index],), (redis_key,))
+
+
 def pack(commands: Sequence[Command], max_batch: int) -> list[list[Command]]:
     """Consecutive commands grouped so that each group holds at most ``max_batch`` keys.
 

@@ -430,6 +430,8 @@ class LookupJoin(AsyncFunction):
             elif state is MISS or state is _NULL_KEY:
                 if state is MISS:
                     metrics.misses += 1
+                else:
+                    metrics.null_keys += 1
                 if left:
                     indices.append(i)
                     rows.append(None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 # Log-scale latency buckets: bucket i holds latencies up to 10us * 1.1**i (~0.3% of
 # relative error is not needed; 10% is plenty for p50/p99 of network calls).
@@ -72,6 +72,7 @@ class JoinMetrics:
         coalesced: records that shared a key already pending or in flight.
         cache_hits / cache_misses: records answered / not answered by the cache.
         misses: records whose key was not found.
+        null_keys: records whose key was null (they join nothing and ask nothing).
         timeouts: records that ran out of time.
         retries: keys asked again after an error or a miss.
         errors: records that ended in an error, by kind ("timeout", "status:503", ...).
@@ -86,6 +87,7 @@ class JoinMetrics:
     cache_hits: int = 0
     cache_misses: int = 0
     misses: int = 0
+    null_keys: int = 0
     timeouts: int = 0
     retries: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -109,18 +111,7 @@ class JoinMetrics:
         return self.latency.quantile(0.99)
 
     def merge(self, other: JoinMetrics) -> None:
-        for name in (
-            "rows_in",
-            "rows_out",
-            "requests",
-            "keys_requested",
-            "coalesced",
-            "cache_hits",
-            "cache_misses",
-            "misses",
-            "timeouts",
-            "retries",
-        ):
+        for name in _COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
         self.latency.merge(other.latency)
@@ -136,3 +127,6 @@ class JoinMetrics:
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
             f"latency {lat}, timeouts {self.timeouts}, retries {self.retries}, errors {errors}"
         )
+
+
+_COUNTERS = tuple(f.name for f in fields(JoinMetrics) if f.type in ("int", int))

@@ -17,6 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from functools import partial
+from itertools import repeat
 from typing import Any
 
 from ._clock import Clock, Timer
@@ -52,7 +53,7 @@ class _Group:
     def __init__(self, entries: list[Entry], deadline: float | None) -> None:
         self.entries = entries
         self.deadline = deadline
-        self.pending = len(entries)
+        self.pending = 0
         self.timer: Timer | None = None
 
 
@@ -98,7 +99,9 @@ class Operator:
         self._loop = loop
         self._loop_thread: int | None = None
         self._post = post
-        self._ready: list[Entry] = []
+        # What may leave, in order: entries, or the outputs of records that finished at
+        # once with nothing ahead of them (they never entered the queue).
+        self._ready: list[Any] = []
         self._flush_scheduled = False
         self._live: set[_Group] = set()  # groups with records still pending
         self._retry_waits: dict[float, tuple[list[Entry], Timer]] = {}
@@ -149,32 +152,71 @@ class Operator:
         """Admit a chunk of inputs (records and watermarks) and start their calls."""
         if self._failed is not None or self._closing:
             return
-        queue = self._queue
-        ready = self._ready
         # Completions during admission are flushed once at the end, not scheduled each.
         self._flush_scheduled = True
-        entries: list[Entry] = []
-        for value in values:
-            entry = Entry(value)
-            if isinstance(value, Watermark):
-                entry.outputs = [value]
-                queue.put_watermark(entry, ready)
-            else:
-                queue.put(entry)
-                entries.append(entry)
-        if entries:
-            self._in_flight += len(entries)
-            if self._in_flight > self._peak:
-                self._peak = self._in_flight
-            deadline = None if self._timeout is None else self._clock.now() + self._timeout
-            group = _Group(entries, deadline)
-            for entry in entries:
-                entry.group = group
+        deadline = None if self._timeout is None else self._clock.now() + self._timeout
+        group = _Group([], deadline)
+        if self._style == "coroutine":
+            self._admit_coroutines(values, group)
+        else:
+            entries = [entry for entry in map(self._put, values, repeat(group)) if entry]
+            if entries:
+                self._start(entries)
+        if group.pending and self._failed is None:
             self._live.add(group)
-            self._start(entries)
-            if group.pending and deadline is not None and self._failed is None:
+            if deadline is not None:
                 group.timer = self._clock.call_at(deadline, partial(self._expire, group))
         self._flush()
+
+    def _put(self, value: Any, group: _Group) -> Entry | None:
+        """Queue one input; returns its entry if it is a record (watermarks pass)."""
+        entry = Entry(value)
+        if isinstance(value, Watermark):
+            entry.outputs = [value]
+            self._queue.put_watermark(entry, self._ready)
+            return None
+        entry.group = group
+        group.entries.append(entry)
+        group.pending += 1
+        self._queue.put(entry)
+        self._in_flight += 1
+        if self._in_flight > self._peak:
+            self._peak = self._in_flight
+        return entry
+
+    def _admit_coroutines(self, values: list[Any], group: _Group) -> None:
+        """Admit and start coroutine-style records one by one. A record whose coroutine
+        finishes in its eager first step, with nothing ahead of it in the queue, leaves
+        at once: no entry, no queue, no completion bookkeeping."""
+        queue = self._queue
+        ready = self._ready
+        start = self._runner.start
+        invoke = self._func.invoke
+        plain = self._retry is None
+        for value in values:
+            if isinstance(value, Watermark):
+                self._put(value, group)
+                continue
+            try:
+                task, result, error = start(invoke(value))
+            except Exception as exc:  # invoke() raised before returning a coroutine
+                task, result, error = None, None, exc
+            if task is None and error is None and plain and type(result) is list:
+                if queue.is_clear():
+                    ready.append(result)
+                    self._completed += 1
+                    if self._in_flight >= self._peak:
+                        self._peak = self._in_flight + 1
+                    continue
+            entry = self._put(value, group)
+            assert entry is not None
+            if task is None:
+                self._complete(entry, 1, result, error)
+                if self._failed is not None:
+                    return
+            else:
+                entry.task = task
+                task.add_done_callback(partial(self._on_task_done, entry, 1))
 
     def _start(self, entries: list[Entry]) -> None:
         """Start one call for each entry (its attempt number is ``entry.attempt``)."""
@@ -356,10 +398,13 @@ class Operator:
             self._ready = []
             outputs: list[Any] = []
             records = 0
-            for entry in ready:
-                outputs.extend(entry.outputs)  # type: ignore[arg-type]
-                if entry.group is not None:
-                    records += 1
+            for item in ready:
+                if type(item) is list:
+                    outputs.extend(item)
+                else:
+                    outputs.extend(item.outputs)
+                    if item.group is not None:
+                        records += 1
             self._in_flight -= records
             self._post(("emit", outputs, len(ready)))
         self._maybe_finish()

@@ -43,19 +43,23 @@ class OrderedQueue:
     def put(self, entry: Entry) -> None:
         self._entries.append(entry)
 
-    def put_watermark(self, entry: Entry, ready: list[Entry]) -> None:
+    def is_clear(self) -> bool:
+        """Whether a record done now could leave at once (nothing is ahead of it)."""
+        return not self._entries
+
+    def put_watermark(self, entry: Entry, ready: list[Any]) -> None:
         """Put a done watermark entry; appends to ``ready`` what may leave now."""
         entry.done = True
         self._entries.append(entry)
         if self._entries[0] is entry:
             self._pop_done(ready)
 
-    def completed(self, entry: Entry, ready: list[Entry]) -> None:
+    def completed(self, entry: Entry, ready: list[Any]) -> None:
         """``entry`` is done; appends to ``ready`` the entries that may leave now, in order."""
         if self._entries[0] is entry:
             self._pop_done(ready)
 
-    def _pop_done(self, ready: list[Entry]) -> None:
+    def _pop_done(self, ready: list[Any]) -> None:
         entries = self._entries
         while entries and entries[0].done:
             ready.append(entries.popleft())
@@ -95,13 +99,17 @@ class UnorderedQueue:
         entry.segment = tail
         self._size += 1
 
-    def put_watermark(self, entry: Entry, ready: list[Entry]) -> None:
+    def is_clear(self) -> bool:
+        """Whether a record done now could leave at once (no watermark is pending)."""
+        return len(self._segments) == 1
+
+    def put_watermark(self, entry: Entry, ready: list[Any]) -> None:
         entry.done = True
         self._segments.append(_Segment(entry))
         self._size += 1
         self._advance(ready)
 
-    def completed(self, entry: Entry, ready: list[Entry]) -> None:
+    def completed(self, entry: Entry, ready: list[Any]) -> None:
         segment = entry.segment
         assert segment is not None
         segment.pending -= 1
@@ -113,7 +121,7 @@ class UnorderedQueue:
         else:
             segment.done.append(entry)
 
-    def _advance(self, ready: list[Entry]) -> None:
+    def _advance(self, ready: list[Any]) -> None:
         """Drop finished head segments, releasing the watermarks and records behind them."""
         segments = self._segments
         while len(segments) > 1 and segments[0].pending == 0 and not segments[0].done:

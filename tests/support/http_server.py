@@ -63,6 +63,8 @@ class Received:
 class _Script:
     data: dict[str, Any] = field(default_factory=dict)
     status: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
+    # Key -> how many more requests get its scripted status (absent: every request).
+    status_times: dict[str, int] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)
     malformed: set[str] = field(default_factory=set)
     drop: set[str] = field(default_factory=set)
@@ -110,10 +112,21 @@ class HttpTestServer:
     def set_default_latency(self, seconds: float) -> None:
         self._script.default_latency = seconds
 
-    def fail(self, key: str, status: int, *, retry_after: str | None = None) -> None:
-        """Answer ``key`` with ``status`` (and a ``Retry-After`` header when given)."""
+    def fail(
+        self, key: str, status: int, *, retry_after: str | None = None, times: int | None = None
+    ) -> None:
+        """Answer ``key`` with ``status`` (and a ``Retry-After`` header when given).
+
+        With ``times``, only the next ``times`` requests for ``key`` get ``status``; later
+        ones are answered as if it had never been scripted to fail.
+        """
         headers = {} if retry_after is None else {"Retry-After": retry_after}
-        self._script.status[key] = (status, headers)
+        with self._lock:
+            self._script.status[key] = (status, headers)
+            if times is None:
+                self._script.status_times.pop(key, None)
+            else:
+                self._script.status_times[key] = times
 
     def fail_batch(self, status: int, *, retry_after: str | None = None) -> None:
         """Answer every batch POST with ``status``."""
@@ -232,7 +245,7 @@ class HttpTestServer:
         delay = script.latency.get(key or "", script.default_latency)
         if delay:
             await asyncio.sleep(delay)
-        if key in script.status:
+        if key in script.status and self._take_failure(script, key):
             status, headers = script.status[key]
             return web.json_response({"error": status}, status=status, headers=headers)
         if key in script.malformed:
@@ -248,6 +261,17 @@ class HttpTestServer:
         if key is None or key not in script.data:
             return web.json_response({"error": "not found"}, status=404)
         return web.json_response(script.data[key])
+
+    def _take_failure(self, script: _Script, key: str) -> bool:
+        """Whether this request for ``key`` gets its scripted status (counting it down)."""
+        with self._lock:
+            left = script.status_times.get(key)
+            if left is None:
+                return True
+            if left <= 0:
+                return False
+            script.status_times[key] = left - 1
+            return True
 
     async def _batch(self, script: _Script, body: bytes) -> web.StreamResponse:
         if script.default_latency:

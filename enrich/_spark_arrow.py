@@ -1,0 +1,247 @@
+"""The executor side of Spark lookups: Arrow batches in, enriched Arrow batches out.
+
+Runs in Spark's Python workers and imports no pyspark (only pyarrow), so it can be
+tested like the rest of the engine. One partition (or one task's share of an SQL
+function's input) is one run of :func:`enrich.lookup_chunks`: each input batch is cut
+into chunks of ``chunk_rows(capacity, max_batch)`` rows, fed to the operator lazily (at
+most ``capacity`` rows in flight), and each joined chunk becomes an output batch as soon
+as it comes back (pipelined). A chunk's tag is its slice of the input batch, so an input
+batch is released once its last chunk is out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ._cache import LookupCache
+from ._join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, JoinedChunk, chunk_rows
+from ._lookup import lookup_chunks
+from ._model import OutputMode
+from ._retry import RetryStrategy
+from ._source import LookupSource
+from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "float": pa.float32(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+}
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """Everything a worker needs to run one lookup; picklable, validated on the driver.
+
+    Attributes:
+        name: the join's name (its metrics are registered under it).
+        source: the dimension store.
+        on: the key columns' positions in the input batches (several: a composite key).
+        columns: the names of the dimension columns added (prefix included).
+        how / on_error / cache / mode / capacity / timeout / retry / max_batch: the
+            engine's settings.
+        error_column: the name of the reason column (``on_error="error_column"`` only).
+        accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
+            with ``add({name: JoinMetrics})``), or None.
+    """
+
+    name: str
+    source: LookupSource
+    on: tuple[int, ...]
+    columns: tuple[str, ...]
+    how: str = "left"
+    on_error: str = "fail"
+    cache: LookupCache | None = None
+    mode: OutputMode = OutputMode.ORDERED
+    capacity: int = DEFAULT_CAPACITY
+    timeout: float | None = DEFAULT_TIMEOUT
+    retry: RetryStrategy | None = None
+    max_batch: int = DEFAULT_MAX_BATCH
+    error_column: str = "enrich_error"
+    accumulator: Any = None
+
+    def __post_init__(self) -> None:
+        if self.how not in HOWS:
+            raise ValueError(f"how must be one of {HOWS}, got {self.how!r}")
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+
+    @property
+    def with_error(self) -> bool:
+        return self.on_error == "error_column"
+
+    def arrow_fields(self) -> list[pa.Field]:
+        """The Arrow fields the lookup adds: the dimension columns, then the reason."""
+        fields = [
+            pa.field(name, ARROW_TYPES[f.type])
+            for name, f in zip(self.columns, self.source.schema.fields, strict=True)
+        ]
+        if self.with_error:
+            fields.append(pa.field(self.error_column, pa.string()))
+        return fields
+
+    def run(self, chunks: Iterable[tuple[Any, Sequence[Any]]]) -> AsyncWaitIterator:
+        """The engine over ``chunks`` of ``(tag, keys)``: one JoinedChunk per chunk."""
+        return lookup_chunks(
+            chunks,
+            self.source,
+            how=self.how,
+            on_error=self.on_error,
+            cache=self.cache,
+            mode=self.mode,
+            capacity=self.capacity,
+            timeout=self.timeout,
+            retry=self.retry,
+            max_batch=self.max_batch,
+        )
+
+    def report(self, run: AsyncWaitIterator) -> None:
+        """Add the run's metrics to the accumulator (once per task)."""
+        if self.accumulator is not None and run.function is not None:
+            self.accumulator.add({self.name: run.function.statistics()})
+
+
+def keys_of(batch: pa.RecordBatch, on: Sequence[int]) -> list[Any]:
+    """The lookup keys of a batch's rows: scalars, or tuples for several columns (None
+    when any part is null)."""
+    if len(on) == 1:
+        return batch.column(on[0]).to_pylist()  # type: ignore[no-any-return]
+    parts = [batch.column(i).to_pylist() for i in on]
+    return [None if None in key else key for key in zip(*parts)]
+
+
+def _slices(batch: pa.RecordBatch, size: int) -> Iterator[pa.RecordBatch]:
+    for start in range(0, batch.num_rows, size):
+        yield batch.slice(start, size)
+
+
+def dimension_arrays(plan: JoinPlan, rows: Sequence[tuple[Any, ...] | None]) -> list[pa.Array]:
+    """One Arrow array per dimension field; a None row gives nulls."""
+    width = len(plan.columns)
+    blank = (None,) * width
+    if rows:
+        columns: Iterable[Sequence[Any]] = zip(*(blank if r is None else r for r in rows))
+    else:
+        columns = [()] * width
+    return [
+        pa.array(list(values), type=ARROW_TYPES[f.type])
+        for values, f in zip(columns, plan.source.schema.fields, strict=True)
+    ]
+
+
+def _take(batch: pa.RecordBatch, indices: list[int]) -> pa.RecordBatch:
+    if indices == list(range(batch.num_rows)):
+        return batch
+    return batch.take(pa.array(indices, type=pa.int64()))
+
+
+def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function: the input rows joined with their dimension rows.
+
+    An output batch is yielded per joined chunk, as soon as it completes (in input order
+    under ORDERED). An empty partition yields nothing and never touches the source.
+    """
+    size = chunk_rows(plan.capacity, plan.max_batch)
+
+    def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
+        for batch in batches:
+            for piece in _slices(batch, size):
+                yield piece, keys_of(piece, plan.on)
+
+    feed = chunks()
+    first = next(feed, None)
+    if first is None:
+        return
+    run = plan.run(_prepend(first, feed))
+    extra = plan.arrow_fields()
+    schema = pa.schema([*first[0].schema, *extra])
+    try:
+        for joined in run:
+            if not joined.indices:
+                continue
+            arrays = list(_take(joined.tag, joined.indices).columns)
+            arrays += dimension_arrays(plan, joined.rows)
+            if plan.with_error:
+                arrays.append(pa.array(joined.errors, type=pa.string()))
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    finally:
+        run.close()
+        plan.report(run)
+
+
+def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def lookup_structs(
+    plan: JoinPlan, inputs: Iterator[pa.Array | tuple[pa.Array, ...]]
+) -> Iterator[pa.Array]:
+    """The SQL function: per input batch of key arrays, one struct per row, NULL when the
+    key found nothing (or its lookup failed, under ``on_error="null"``). A key with
+    several rows gives its first. Needs ``plan.how == "left"`` and ORDERED (the struct
+    array lines up with its input rows)."""
+    size = chunk_rows(plan.capacity, plan.max_batch)
+    struct_type = pa.struct(plan.arrow_fields())
+
+    def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:
+        for arrays in inputs:
+            columns = arrays if isinstance(arrays, tuple) else (arrays,)
+            batch = pa.RecordBatch.from_arrays(
+                list(columns), names=[f"k{i}" for i in range(len(columns))]
+            )
+            keys = keys_of(batch, range(len(columns)))
+            if not keys:  # an empty batch still needs its (empty) answer, in its place
+                yield (0, True), []
+            for start in range(0, len(keys), size):
+                part = keys[start : start + size]
+                yield (len(part), start + size >= len(keys)), part
+
+    run = plan.run(chunks())
+    pieces: list[pa.Array] = []
+    try:
+        for joined in run:
+            length, last = joined.tag
+            pieces.append(_structs(plan, struct_type, joined, length))
+            if last:
+                yield pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+                pieces = []
+    finally:
+        run.close()
+        plan.report(run)
+
+
+def _structs(plan: JoinPlan, struct_type: pa.DataType, joined: JoinedChunk, length: int) -> Any:
+    rows: list[tuple[Any, ...] | None] = [None] * length
+    errors: list[str | None] = [None] * length
+    seen = [False] * length
+    for n, index in enumerate(joined.indices):
+        if not seen[index]:  # a 1:N key: its first row
+            seen[index] = True
+            rows[index] = joined.rows[n]
+            if joined.errors is not None:
+                errors[index] = joined.errors[n]
+    if not length:
+        return pa.array([], type=struct_type)
+    arrays = dimension_arrays(plan, rows)
+    if plan.with_error:
+        arrays.append(pa.array(errors, type=pa.string()))
+    # NULL when nothing was found and there is no reason to report.
+    mask = pa.array([r is None and e is None for r, e in zip(rows, errors, strict=True)])
+    return pa.StructArray.from_arrays(arrays, fields=list(struct_type), mask=mask)
+
+
+def lookup_structs_for(plan: JoinPlan) -> Callable[[Iterator[Any]], Iterator[pa.Array]]:
+    """``lookup_structs`` bound to ``plan`` (what Spark pickles for the SQL function)."""
+
+    def structs(inputs: Iterator[Any]) -> Iterator[pa.Array]:
+        return lookup_structs(plan, inputs)
+
+    return structs

@@ -1,0 +1,147 @@
+"""The invariant of the join, end to end: no record is lost.
+
+A run mixing hits, 1:N hits, misses, null keys, HTTP errors, undecodable bodies and
+timeouts yields, for a left join with an error column, exactly one output per input row
+(one per match for 1:N) in input order; an inner join dropping errors yields exactly the
+hits, and its metrics account for every row it dropped.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from enrich import JoinMetrics, chunk_rows, lookup_chunks, lookup_rows
+from tests.integration.conftest import MakeHttp
+from tests.support.http_server import HttpTestServer
+
+TIMEOUT = 0.3  # the engine's per-record timeout; slow keys answer after 30 s
+CAPACITY = 200
+
+
+def script(server: HttpTestServer) -> dict[str, str]:
+    """Forty keys of each kind, scripted on the server; key -> its kind."""
+    kinds: dict[str, str] = {}
+    for n in range(40):
+        kinds[f"hit{n}"] = "hit"
+        server.data[f"hit{n}"] = {"name": f"H{n}", "age": n}
+        kinds[f"many{n}"] = "many"
+        server.data[f"many{n}"] = [{"name": f"M{n}", "age": 1}, {"name": f"M{n}", "age": 2}]
+        kinds[f"miss{n}"] = "miss"
+        kinds[f"e{n}"] = "error"
+        server.fail(f"e{n}", 500 if n % 2 else 400)
+        kinds[f"bad{n}"] = "decode"
+        server.malformed.add(f"bad{n}")
+    for n in range(3):
+        kinds[f"slow{n}"] = "timeout"
+        server.latency[f"slow{n}"] = 30.0
+    return kinds
+
+
+def mixed_rows(kinds: dict[str, str], count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` rows of random keys (and null keys); about one in 100 is slow."""
+    rng = random.Random(seed)
+    keys = [*sorted(k for k in kinds if kinds[k] != "timeout"), None]
+    slow = sorted(k for k in kinds if kinds[k] == "timeout")
+    return [
+        {"i": i, "uid": rng.choice(slow if rng.random() < 0.01 else keys)} for i in range(count)
+    ]
+
+
+def test_left_join_with_error_column_yields_every_row_in_order(
+    http_server: HttpTestServer, make_http: MakeHttp
+) -> None:
+    kinds = script(http_server)
+    data = mixed_rows(kinds, 1000, seed=1)
+    # One key per request, so that a slow key holds up no other key.
+    it = lookup_rows(
+        data, make_http(), on="uid", on_error="error_column", timeout=TIMEOUT, max_batch=1,
+        capacity=CAPACITY,
+    )  # fmt: skip
+    out = list(it)
+    expected: list[tuple[int, str | None, str | None]] = []
+    for row in data:
+        kind = kinds.get(row["uid"]) if row["uid"] is not None else "null"
+        n = row["uid"][len(row["uid"].rstrip("0123456789")) :] if row["uid"] else ""
+        if kind == "hit":
+            expected.append((row["i"], f"H{n}", None))
+        elif kind == "many":
+            expected += [(row["i"], f"M{n}", None)] * 2
+        elif kind in ("miss", "null"):
+            expected.append((row["i"], None, None))
+        else:
+            expected.append((row["i"], None, kind))
+    assert {kinds[r["uid"]] for r in data if r["uid"]} == set(kinds.values())  # all kinds
+    reason = {"error": "status:", "decode": "decode: ", "timeout": "timeout: "}
+    got = []
+    for r in out:
+        error = r["enrich_error"]
+        kind = next((k for k, p in reason.items() if error and error.startswith(p)), error)
+        got.append((r["i"], r["name"], kind))
+    assert got == expected
+    assert {r["i"] for r in out} == set(range(len(data)))  # and every input is there
+
+
+def run_inner_drop(
+    data: list[dict[str, Any]], make_http: MakeHttp
+) -> tuple[list[tuple[int, str]], JoinMetrics]:
+    """An inner join dropping errors, through ``lookup_chunks`` to read the join's metrics."""
+    size = chunk_rows(CAPACITY, 1)
+    chunks = [
+        (data[i : i + size], [row["uid"] for row in data[i : i + size]])
+        for i in range(0, len(data), size)
+    ]
+    it = lookup_chunks(
+        chunks, make_http(), how="inner", on_error="drop", timeout=TIMEOUT, max_batch=1,
+        capacity=CAPACITY,
+    )  # fmt: skip
+    out = [(chunk.tag[i]["i"], chunk.tag[i]["uid"]) for chunk in it for i in chunk.indices]
+    return out, it.function.statistics()
+
+
+def test_inner_join_dropping_errors_yields_the_hits_and_counts_every_drop(
+    http_server: HttpTestServer, make_http: MakeHttp
+) -> None:
+    kinds = script(http_server)
+    data = [row for row in mixed_rows(kinds, 1000, seed=2) if row["uid"] is not None]
+    out, stats = run_inner_drop(data, make_http)
+    of_kind = Counter(kinds[row["uid"]] for row in data)
+    assert all(of_kind[k] > 0 for k in ("hit", "many", "miss", "error", "decode", "timeout"))
+    hits = [
+        (row["i"], row["uid"])
+        for row in data
+        for _ in range({"hit": 1, "many": 2}.get(kinds[row["uid"]], 0))
+    ]
+    assert out == hits
+    assert (stats.rows_in, stats.rows_out) == (len(data), len(hits))
+    assert stats.misses == of_kind["miss"]
+    assert stats.timeouts == of_kind["timeout"]
+    statuses = Counter(f"status:{http_server_status(row['uid'])}" for row in data
+                       if kinds[row["uid"]] == "error")  # fmt: skip
+    assert stats.errors == Counter(
+        {**statuses, "decode": of_kind["decode"], "timeout": of_kind["timeout"]}
+    )
+    # Every input row is accounted for: joined, a miss, or an error.
+    joined = of_kind["hit"] + of_kind["many"]
+    assert stats.rows_in == joined + stats.misses + sum(stats.errors.values())
+
+
+def http_server_status(key: str) -> int:
+    return 500 if int(key[1:]) % 2 else 400
+
+
+def test_metrics_account_for_rows_with_a_null_key_dropped_by_an_inner_join(
+    http_server: HttpTestServer, make_http: MakeHttp
+) -> None:
+    http_server.data["hit0"] = {"name": "H0", "age": 0}
+    data = [{"i": 0, "uid": "hit0"}, {"i": 1, "uid": None}, {"i": 2, "uid": "nobody"}]
+    out, stats = run_inner_drop(data, make_http)
+    assert out == [(0, "hit0")]
+    assert stats.rows_in == 3
+    assert stats.null_keys == 1
+    assert stats.rows_in == (
+        stats.rows_out + stats.misses + stats.null_keys + sum(stats.errors.values())
+    )
