@@ -201,13 +201,13 @@ class Operator:
                 task, result, error = start(invoke(value))
             except Exception as exc:  # invoke() raised before returning a coroutine
                 task, result, error = None, None, exc
-            if task is None and error is None and plain and type(result) is list:
-                if queue.is_clear():
-                    ready.append(result)
-                    self._completed += 1
-                    if self._in_flight >= self._peak:
-                        self._peak = self._in_flight + 1
-                    continue
+            done_at_once = task is None and error is None and plain and type(result) is list
+            if done_at_once and queue.is_clear():
+                ready.append(result)
+                self._completed += 1
+                if self._in_flight >= self._peak:
+                    self._peak = self._in_flight + 1
+                continue
             entry = self._put(value, group)
             assert entry is not None
             if task is None:

@@ -144,9 +144,10 @@ async def joined(clock: FakeClock, *chunks: Any, **kwargs: Any) -> list[Any]:
 async def test_a_timeout_fails_only_the_rows_still_waiting() -> None:
     clock = FakeClock()
     source = FakeSource({1: ("a",), 2: ("b",)}, clock=clock, never=[2])
-    out = await drive(clock, joined(
-        clock, [1, 2], source=source, on_error="error_column", timeout=1.5, max_batch=1
-    ))
+    out = await drive(
+        clock,
+        joined(clock, [1, 2], source=source, on_error="error_column", timeout=1.5, max_batch=1),
+    )
     # max_batch=1: each key in a call of its own; key 2's call never answers.
     assert out == [
         (0, 0, ("a",), None),
@@ -174,10 +175,17 @@ async def test_retries_recover_failed_keys_and_whole_call_failures() -> None:
 async def test_retries_stop_at_the_deadline_and_the_last_error_stands() -> None:
     clock = FakeClock()
     source = FakeSource({1: ("a",)}, clock=clock, fail_keys={1: 99})
-    out = await drive(clock, joined(
-        clock, [1], source=source, retry=FixedDelayRetry(10, 0.4), timeout=1.0,
-        on_error="error_column",
-    ))
+    out = await drive(
+        clock,
+        joined(
+            clock,
+            [1],
+            source=source,
+            retry=FixedDelayRetry(10, 0.4),
+            timeout=1.0,
+            on_error="error_column",
+        ),
+    )
     assert out == [(0, 0, None, "status:503: scripted failure of key 1")]
     assert source.keys_requested == [1, 1, 1]  # at 0, 0.4, 0.8; 1.2 is past the deadline
     assert clock.pending_timers() == 0
@@ -242,8 +250,9 @@ async def test_a_retry_on_a_miss_is_never_answered_by_a_cached_miss() -> None:
         source.data[5] = ("late",)
 
     arrival = asyncio.ensure_future(arrive_later())
-    out = await drive(clock, joined(clock, [5], source=source, cache=cache, retry=retry,
-                                    timeout=None))
+    out = await drive(
+        clock, joined(clock, [5], source=source, cache=cache, retry=retry, timeout=None)
+    )
     assert out == [(0, 0, ("late",), None)]
     assert source.keys_requested == [5, 5, 5]
     assert arrival.done()
@@ -265,8 +274,7 @@ async def test_metrics_count_requests_coalescing_and_latency() -> None:
     source = FakeSource({k: (str(k),) for k in range(10)}, clock=clock, latency=0.02)
     keys = [k % 10 for k in range(30)]
     chunks = [keys[i : i + 4] for i in range(0, 30, 4)]
-    it = lookup_chunks_async(list(enumerate(chunks)), source, clock=clock, capacity=40,
-                             max_batch=4)
+    it = lookup_chunks_async(list(enumerate(chunks)), source, clock=clock, capacity=40, max_batch=4)
     assert sum(len(c.indices) for c in await drive(clock, collect(it))) == 30
     m = it.function.statistics()
     assert (m.rows_in, m.rows_out, m.requests, m.keys_requested) == (30, 30, 3, 10)

@@ -12,8 +12,6 @@ import random
 from collections import Counter
 from typing import Any
 
-import pytest
-
 from enrich import JoinMetrics, chunk_rows, lookup_chunks, lookup_rows
 from tests.integration.conftest import MakeHttp
 from tests.support.http_server import HttpTestServer
