@@ -79,8 +79,13 @@ def through_join(source: Any, keys: list[int], mode: str, capacity: int, cache: 
     """Rows joined by ``lookup_chunks`` (the path Spark takes: chunks of keys in, columns
     of rows out); the chunks are cut beforehand, as Arrow batches arrive already cut."""
     joined = enrich.lookup_chunks(
-        chunks(keys, capacity), source, mode=mode, capacity=capacity, timeout=None,
-        max_batch=MAX_BATCH, cache=cache,
+        chunks(keys, capacity),
+        source,
+        mode=mode,
+        capacity=capacity,
+        timeout=None,
+        max_batch=MAX_BATCH,
+        cache=cache,
     )
     return sum(len(chunk.indices) for chunk in joined)
 
@@ -88,8 +93,9 @@ def through_join(source: Any, keys: list[int], mode: str, capacity: int, cache: 
 def redis_section(url: str) -> str:
     rng = random.Random(7)
     keys = [rng.randrange(KEYS) for _ in range(LOOKUPS)]
-    source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA,
-                         max_batch=MAX_BATCH)
+    source = RedisLookup(
+        url, key_template="user:{}", value="json", schema=SCHEMA, max_batch=MAX_BATCH
+    )
     get_rate = best_rate(lambda: sync_get(url, keys[: max(LOOKUPS // 10, 1000)]), repeat=1)
     mget_rate = best_rate(lambda: sync_mget(url, keys), repeat=2)
     rows: list[list[Any]] = [
@@ -98,8 +104,14 @@ def redis_section(url: str) -> str:
     ]
     for mode in ("ordered", "unordered"):
         rate = best_rate(lambda m=mode: through_join(source, keys, m, 4 * MAX_BATCH), repeat=2)
-        rows.append([f"lookup join, {mode}, capacity {4 * MAX_BATCH}", rate,
-                     rate / get_rate, rate / mget_rate])
+        rows.append(
+            [
+                f"lookup join, {mode}, capacity {4 * MAX_BATCH}",
+                rate,
+                rate / get_rate,
+                rate / mget_rate,
+            ]
+        )
     return table(["path", "lookups/s", "vs (a)", "vs (b)"], rows)
 
 
@@ -111,15 +123,25 @@ def http_section(base: str) -> str:
     count = int(bound * 2)
     keys = [rng.randrange(KEYS) for _ in range(count)]
     per_key = HttpLookup(base + "/users/{}", schema=SCHEMA, max_connections=capacity)
-    batched = HttpLookup(base + "/users/{}", schema=SCHEMA, batch_url=base + "/users/_batch",
-                         max_batch=100, max_connections=capacity)
+    batched = HttpLookup(
+        base + "/users/{}",
+        schema=SCHEMA,
+        batch_url=base + "/users/_batch",
+        max_batch=100,
+        max_connections=capacity,
+    )
     rows = []
     for label, source in (("per-key GET", per_key), ("batch endpoint, 100 keys per POST", batched)):
         rate = best_rate(lambda s=source: through_join(s, keys, "unordered", capacity), repeat=2)
         rows.append([label, capacity, bound, rate, rate / bound])
     return table(
-        ["HTTP source (5 ms per request)", "capacity", "Little's law bound", "lookups/s",
-         "fraction of bound"],
+        [
+            "HTTP source (5 ms per request)",
+            "capacity",
+            "Little's law bound",
+            "lookups/s",
+            "fraction of bound",
+        ],
         rows,
     )
 
@@ -132,21 +154,29 @@ def zipf_keys(n: int, s: float, count: int, seed: int) -> list[int]:
 
 def zipf_section(url: str) -> str:
     keys = zipf_keys(KEYS, 1.1, min(LOOKUPS, 500_000), seed=3)
-    source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA,
-                         max_batch=MAX_BATCH)
+    source = RedisLookup(
+        url, key_template="user:{}", value="json", schema=SCHEMA, max_batch=MAX_BATCH
+    )
     rows = []
     base = best_rate(lambda: through_join(source, keys, "ordered", 4 * MAX_BATCH), repeat=1)
     rows.append(["no cache", "-", base, 1.0])
     for max_rows in (1_000, 10_000):
         cache = enrich.LookupCache(max_rows=max_rows, ttl=300)
         capacity = 4 * MAX_BATCH
-        joined = enrich.lookup_chunks(chunks(keys, capacity), source, capacity=capacity,
-                                      timeout=None, max_batch=MAX_BATCH, cache=cache)
+        joined = enrich.lookup_chunks(
+            chunks(keys, capacity),
+            source,
+            capacity=capacity,
+            timeout=None,
+            max_batch=MAX_BATCH,
+            cache=cache,
+        )
         rate = best_rate(lambda j=joined: sum(len(c.indices) for c in j), repeat=1)
         stats = joined.function.cache_statistics()  # a cold cache, warming up
         ratio = stats.hit_ratio if stats else 0.0
-        rows.append([f"LookupCache(max_rows={max_rows:,}), cold", f"{ratio:.2f}", rate,
-                     rate / base])
+        rows.append(
+            [f"LookupCache(max_rows={max_rows:,}), cold", f"{ratio:.2f}", rate, rate / base]
+        )
     return table(["Zipf(1.1) keys over 100,000", "hit ratio", "lookups/s", "vs no cache"], rows)
 
 
@@ -157,8 +187,10 @@ def main() -> None:
             "lookup",
             "Lookup joins",
             [
-                (f"Redis on loopback: {LOOKUPS:,} lookups over {KEYS:,} keys, no cache",
-                 redis_section(url)),
+                (
+                    f"Redis on loopback: {LOOKUPS:,} lookups over {KEYS:,} keys, no cache",
+                    redis_section(url),
+                ),
                 ("HTTP dimension service", http_section(base)),
                 ("Zipf-distributed keys with the cache", zipf_section(url)),
             ],
