@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,9 @@ def load(path: str | Path) -> JobConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read the config {str(path)!r}: {exc.strerror}") from None
     if path.suffix == ".toml":
-        import tomllib  # Python >= 3.11
+        if sys.version_info < (3, 11):
+            raise ConfigError(f"{path}: TOML configs need Python 3.11 or newer; use JSON")
+        import tomllib
 
         raw = tomllib.loads(text)
     else:
