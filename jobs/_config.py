@@ -87,11 +87,12 @@ def load(path: str | Path) -> JobConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read the config {str(path)!r}: {exc.strerror}") from None
     if path.suffix == ".toml":
-        if sys.version_info < (3, 11):
-            raise ConfigError(f"{path}: TOML configs need Python 3.11 or newer; use JSON")
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
 
-        raw = tomllib.loads(text)
+            raw = tomllib.loads(text)
+        else:
+            raise ConfigError(f"{path}: TOML configs need Python 3.11 or newer; use JSON")
     else:
         try:
             raw = json.loads(text)
