@@ -86,19 +86,29 @@ def littles_law_section() -> str:
                 func = Sleeper(latency)
                 started = time.perf_counter()
                 done = sum(
-                    1 for _ in enrich.unordered_wait(range(count), func, capacity=capacity,
-                                                     timeout=None)
+                    1
+                    for _ in enrich.unordered_wait(
+                        range(count), func, capacity=capacity, timeout=None
+                    )
                 )
                 rate = done / (time.perf_counter() - started)
                 if rate > best[0]:
                     best = (rate, func.total / func.calls)
             rate, real = best
             effective = capacity / real
-            rows.append([latency_ms, capacity, bound, real * 1000, rate, rate / bound,
-                         rate / effective])
+            rows.append(
+                [latency_ms, capacity, bound, real * 1000, rate, rate / bound, rate / effective]
+            )
     return table(
-        ["L (ms)", "C", "bound C/L", "real call time (ms)", "records/s", "of C/L",
-         "of C/real time"],
+        [
+            "L (ms)",
+            "C",
+            "bound C/L",
+            "real call time (ms)",
+            "records/s",
+            "of C/L",
+            "of C/real time",
+        ],
         rows,
     )
 

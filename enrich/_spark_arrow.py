@@ -49,7 +49,7 @@ class JoinPlan:
             engine's settings.
         error_column: the name of the reason column (``on_error="error_column"`` only).
         accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
-            with ``add({name: JoinMetrics})``), or None.
+            with ``add({(name, query_id, batch_id): JoinMetrics})``), or None.
     """
 
     name: str
@@ -103,9 +103,25 @@ class JoinPlan:
         )
 
     def report(self, run: AsyncWaitIterator) -> None:
-        """Add the run's metrics to the accumulator (once per task)."""
+        """Add the run's metrics to the accumulator (once per task), under
+        ``(name, query id, batch id)`` (both None outside a streaming query)."""
         if self.accumulator is not None and run.function is not None:
-            self.accumulator.add({self.name: run.function.statistics()})
+            query, batch = _micro_batch()
+            self.accumulator.add({(self.name, query, batch): run.function.statistics()})
+
+
+def _micro_batch() -> tuple[str | None, int | None]:
+    """The streaming query id and micro-batch id of the running Spark task, if any."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - always there inside Spark
+        return None, None
+    context = TaskContext.get()
+    if context is None:
+        return None, None
+    query = context.getLocalProperty("sql.streaming.queryId")
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return query, int(batch) if batch is not None else None
 
 
 def keys_of(batch: pa.RecordBatch, on: Sequence[int]) -> list[Any]:
@@ -114,7 +130,7 @@ def keys_of(batch: pa.RecordBatch, on: Sequence[int]) -> list[Any]:
     if len(on) == 1:
         return batch.column(on[0]).to_pylist()  # type: ignore[no-any-return]
     parts = [batch.column(i).to_pylist() for i in on]
-    return [None if None in key else key for key in zip(*parts)]
+    return [None if None in key else key for key in zip(*parts, strict=True)]
 
 
 def _slices(batch: pa.RecordBatch, size: int) -> Iterator[pa.RecordBatch]:
@@ -127,7 +143,9 @@ def dimension_arrays(plan: JoinPlan, rows: Sequence[tuple[Any, ...] | None]) -> 
     width = len(plan.columns)
     blank = (None,) * width
     if rows:
-        columns: Iterable[Sequence[Any]] = zip(*(blank if r is None else r for r in rows))
+        columns: Iterable[Sequence[Any]] = zip(
+            *(blank if r is None else r for r in rows), strict=True
+        )
     else:
         columns = [()] * width
     return [

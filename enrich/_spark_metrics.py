@@ -3,7 +3,8 @@
 Each partition of a join adds its :class:`~enrich.JoinMetrics` to the join's accumulator
 once, when it ends; Spark merges them on the driver as tasks finish. The driver keeps
 the accumulators in a registry by join name, so :func:`statistics` reads the cumulative
-numbers and :class:`EnrichMetricsListener` logs the per-micro-batch difference.
+numbers; tasks of streaming queries file theirs under the query and micro-batch ids too,
+which :class:`EnrichMetricsListener` logs batch by batch.
 
 Spark Connect has no accumulators: there joins run without metrics and
 :func:`statistics` raises ``LookupError`` for their names.
@@ -14,43 +15,90 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import Counter
 from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ._metrics import JoinMetrics, LatencyHistogram
+from ._metrics import JoinMetrics
 
 log = logging.getLogger("enrich.spark")
 
-Totals = dict[str, JoinMetrics]
+# A task's update: (join name, streaming query id, micro-batch id) -> its metrics; the
+# ids are None outside streaming queries.
+BatchKey = tuple[str, "str | None", "int | None"]
+Update = dict[BatchKey, JoinMetrics]
+
+# Per-batch entries kept on the driver for the listener (older ones are dropped; the
+# totals keep counting).
+KEPT_BATCHES = 256
 
 _lock = threading.Lock()
 _accumulators: dict[str, Any] = {}
 _names = itertools.count(1)
 
 
-class MetricsParam(AccumulatorParam):  # type: ignore[misc]
-    """Adds up ``{join name: JoinMetrics}`` dictionaries.
+class Totals:
+    """An accumulator's value: cumulative metrics by join, and recent ones by batch.
 
-    Copy on write: the driver's accumulator server thread merges updates while other
-    threads read the value, so a value once published is never changed.
+    Never changed once published: the driver's accumulator server thread merges updates
+    while other threads read the value.
     """
 
-    def zero(self, value: Totals) -> Totals:
-        return {}
+    __slots__ = ("batches", "joins")
 
-    def addInPlace(self, value1: Totals, value2: Totals) -> Totals:  # noqa: N802 (pyspark's name)
-        total = dict(value1)
-        for name, metrics in value2.items():
-            merged = JoinMetrics()
-            before = value1.get(name)
-            if before is not None:
-                merged.merge(before)
-            merged.merge(metrics)
-            total[name] = merged
-        return total
+    def __init__(
+        self,
+        joins: dict[str, JoinMetrics] | None = None,
+        batches: dict[BatchKey, JoinMetrics] | None = None,
+    ) -> None:
+        self.joins: dict[str, JoinMetrics] = joins or {}
+        self.batches: dict[BatchKey, JoinMetrics] = batches or {}
+
+    @classmethod
+    def of(cls, update: Totals | Update) -> Totals:
+        if isinstance(update, Totals):
+            return update
+        joins: dict[str, JoinMetrics] = {}
+        batches: dict[BatchKey, JoinMetrics] = {}
+        for key, metrics in update.items():
+            _add(joins, key[0], metrics)
+            if key[1] is not None:
+                _add(batches, key, metrics)
+        return cls(joins, batches)
+
+    def plus(self, other: Totals) -> Totals:
+        joins = dict(self.joins)
+        for name, metrics in other.joins.items():
+            _add(joins, name, metrics)
+        batches = dict(self.batches)
+        for key, metrics in other.batches.items():
+            _add(batches, key, metrics)
+        while len(batches) > KEPT_BATCHES:
+            del batches[next(iter(batches))]
+        return Totals(joins, batches)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Totals, (self.joins, self.batches))
+
+
+def _add(into: dict[Any, JoinMetrics], key: Any, metrics: JoinMetrics) -> None:
+    merged = JoinMetrics()
+    before = into.get(key)
+    if before is not None:
+        merged.merge(before)
+    merged.merge(metrics)
+    into[key] = merged  # a new object: published values never change
+
+
+class MetricsParam(AccumulatorParam[Totals]):
+    """Adds up tasks' updates (``{(name, query id, batch id): JoinMetrics}``)."""
+
+    def zero(self, value: Totals) -> Totals:
+        return Totals()
+
+    def addInPlace(self, value1: Totals | Update, value2: Totals | Update) -> Totals:
+        return Totals.of(value1).plus(Totals.of(value2))
 
 
 def new_name() -> str:
@@ -71,7 +119,7 @@ def register(spark: Any, name: str) -> Any:
     with _lock:
         accumulator = _accumulators.get(name)
         if accumulator is None or getattr(accumulator, "_context", context) is not context:
-            accumulator = context.accumulator({}, MetricsParam())
+            accumulator = context.accumulator(Totals(), MetricsParam())
             accumulator._context = context  # to notice a restarted SparkContext
             _accumulators[name] = accumulator
         return accumulator
@@ -103,47 +151,35 @@ def statistics(name: str) -> JoinMetrics:
             known = ", ".join(_accumulators) or "none"
             raise LookupError(f"no lookup join named {name!r} (known: {known})")
     total = JoinMetrics()
-    found = accumulator.value.get(name)
+    found = accumulator.value.joins.get(name)
     if found is not None:
         total.merge(found)
     return total
 
 
-def difference(now: JoinMetrics, before: JoinMetrics) -> JoinMetrics:
-    """``now - before`` for two snapshots of the same cumulative metrics."""
-    delta = JoinMetrics()
-    for field in (
-        "rows_in",
-        "rows_out",
-        "requests",
-        "keys_requested",
-        "coalesced",
-        "cache_hits",
-        "cache_misses",
-        "misses",
-        "timeouts",
-        "retries",
-    ):
-        setattr(delta, field, getattr(now, field) - getattr(before, field))
-    errors = Counter(now.errors)
-    errors.subtract(before.errors)
-    delta.errors = +errors
-    latency = LatencyHistogram()
-    counts = Counter(now.latency.counts)
-    counts.subtract(before.latency.counts)
-    latency.counts = +counts
-    latency.total = sum(latency.counts.values())
-    delta.latency = latency
-    return delta
+def batch_statistics(name: str, query_id: str, batch_id: int) -> JoinMetrics | None:
+    """What join ``name`` did in one micro-batch of a streaming query (None if it did
+    nothing there, or the batch is older than the last few hundred kept)."""
+    with _lock:
+        accumulator = _accumulators.get(name)
+    if accumulator is None:
+        return None
+    found = accumulator.value.batches.get((name, query_id, batch_id))
+    if found is None:
+        return None
+    copy = JoinMetrics()
+    copy.merge(found)
+    return copy
 
 
-class EnrichMetricsListener(StreamingQueryListener):  # type: ignore[misc]
+class EnrichMetricsListener(StreamingQueryListener):
     """Logs one line per lookup join and micro-batch, with what the join did in it.
 
-    Add it with ``spark.streams.addListener(EnrichMetricsListener())``. The numbers
-    are those that reached the driver between two progress events: with one streaming
-    query at a time, exactly the micro-batch's. ``last_batch(name)`` returns the latest
-    per-batch numbers of a join, ``batches`` counts the progress events seen.
+    Add it with ``spark.streams.addListener(EnrichMetricsListener())``. The numbers are
+    exact per micro-batch and per query (tasks file their metrics under the query and
+    batch ids they ran for), whatever the delay of Spark's listener bus.
+    ``last_batch(name)`` returns a join's numbers in the latest micro-batch that used
+    it; ``batches`` counts the progress events seen.
 
     Args:
         logger: where the lines go (default: the ``enrich.spark`` logger, at INFO).
@@ -152,7 +188,6 @@ class EnrichMetricsListener(StreamingQueryListener):  # type: ignore[misc]
     def __init__(self, logger: logging.Logger | None = None) -> None:
         super().__init__()
         self._log = logger or log
-        self._seen: dict[str, JoinMetrics] = {}
         self._last: dict[str, JoinMetrics] = {}
         self._lock = threading.Lock()
         self.batches = 0
@@ -162,33 +197,30 @@ class EnrichMetricsListener(StreamingQueryListener):  # type: ignore[misc]
         with self._lock:
             return self._last.get(name)
 
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (pyspark's name)
+    def onQueryStarted(self, event: Any) -> None:
         pass
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 (pyspark's name)
+    def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
+        query, batch = str(progress.id), int(progress.batchId)
+        for name in names():
+            metrics = batch_statistics(name, query, batch)
+            if metrics is None:
+                continue
+            with self._lock:
+                self._last[name] = metrics
+            self._log.info(
+                "query %s batch %s: %s: %s",
+                progress.name or query,
+                batch,
+                name,
+                metrics.summary(),
+            )
         with self._lock:
             self.batches += 1
-            for name in names():
-                try:
-                    now = statistics(name)
-                except LookupError:  # pragma: no cover - registry cleared meanwhile
-                    continue
-                delta = difference(now, self._seen.get(name, JoinMetrics()))
-                self._seen[name] = now
-                if not delta.rows_in and not delta.requests:
-                    continue
-                self._last[name] = delta
-                self._log.info(
-                    "query %s batch %s: %s: %s",
-                    progress.name or progress.id,
-                    progress.batchId,
-                    name,
-                    delta.summary(),
-                )
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 (pyspark's name)
+    def onQueryIdle(self, event: Any) -> None:
         pass
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 (pyspark's name)
+    def onQueryTerminated(self, event: Any) -> None:
         pass

@@ -1,0 +1,287 @@
+"""Lookup joins on Spark DataFrames, batch and streaming: Flink's async lookup join.
+
+Example::
+
+    from connectors.redis import RedisLookup
+    from enrich import LookupCache
+    from enrich.spark import EnrichMetricsListener, lookup_join, statistics
+
+    users = RedisLookup("redis://dim:6379/0", key_template="user:{}", value="json",
+                        schema="name string, tier string, credit double")
+    enriched = lookup_join(orders, users, on="user_id", how="left", capacity=256,
+                           timeout=2.0, mode="ordered", name="users",
+                           cache=LookupCache(max_rows=100_000, ttl=60))
+    spark.streams.addListener(EnrichMetricsListener())   # one log line per batch
+    ...
+    print(statistics("users").summary())                  # cumulative, on the driver
+
+How it runs: ``mapInArrow`` hands each partition's Arrow batches to the engine on the
+worker; rows go to the process's runtime loop (at most ``capacity`` in flight), keys are
+coalesced, cached and sent in ``lookup_many`` calls, and output batches (the input rows
+plus the dimension columns) are yielded as soon as their rows complete. The runtime
+loop, connection pools and cache belong to the Python worker process, so they survive
+from task to task and micro-batch to micro-batch (``spark.python.worker.reuse``, on by
+default), and are rebuilt when Spark starts a new worker. A micro-batch drains its
+in-flight lookups before its task returns; a replayed batch simply looks up again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from functools import partial
+
+try:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        DataType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
+    ) from exc
+
+from ._cache import LookupCache
+from ._join import DEFAULT_MAX_BATCH, LookupJoin
+from ._metrics import JoinMetrics
+from ._model import OutputMode
+from ._retry import RetryStrategy
+from ._source import LookupSource
+from ._spark_arrow import JoinPlan, enrich_batches
+from ._spark_metrics import (
+    EnrichMetricsListener,
+    batch_statistics,
+    names,
+    new_name,
+    register,
+    statistics as _statistics,
+)
+from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+
+__all__ = (
+    "lookup_join",
+    "statistics",
+    "batch_statistics",
+    "join_names",
+    "EnrichMetricsListener",
+    "spark_type",
+    "session",
+)
+
+_SPARK_TYPES: dict[str, DataType] = {
+    "string": StringType(),
+    "int": IntegerType(),
+    "bigint": LongType(),
+    "double": DoubleType(),
+    "float": FloatType(),
+    "boolean": BooleanType(),
+    "binary": BinaryType(),
+}
+
+
+def spark_type(canonical: str) -> DataType:
+    """The Spark type of a schema's canonical type name (``"bigint"`` -> ``LongType()``)."""
+    return _SPARK_TYPES[canonical]
+
+
+def lookup_join(
+    df: DataFrame,
+    source: LookupSource,
+    *,
+    on: str | Sequence[str],
+    how: str = "left",
+    mode: OutputMode | str = OutputMode.ORDERED,
+    capacity: int = DEFAULT_CAPACITY,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    retry: RetryStrategy | None = None,
+    cache: LookupCache | None = None,
+    on_error: str = "fail",
+    max_batch: int = DEFAULT_MAX_BATCH,
+    prefix: str = "",
+    error_column: str = "enrich_error",
+    name: str | None = None,
+) -> DataFrame:
+    """Join every row of ``df`` with the rows its key finds in ``source``.
+
+    Works on batch and streaming DataFrames alike, and joins can be chained.
+
+    Args:
+        df: the input; every column is kept.
+        source: the dimension store (e.g. ``RedisLookup``, ``HttpLookup``); it is pickled
+            to the executors.
+        on: the key column, or several for a composite key (a tuple key). A row whose
+            key (or any part of it) is null finds nothing.
+        how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
+            them.
+        mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
+            partition; "unordered" emits rows as their lookups complete.
+        capacity: rows in flight per task at most (backpressure beyond that).
+        timeout: seconds per row, retries included (None: no timeout).
+        retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
+        cache: a per-process :class:`~enrich.LookupCache`, or None.
+        on_error: what a row whose lookup failed becomes: "fail" (the task fails),
+            "null" (null dimension columns), "drop" (no row), "error_column" (null
+            dimension columns and the reason in ``error_column``).
+        max_batch: keys per ``lookup_many`` call at most.
+        prefix: put before each dimension column's name.
+        error_column: the reason column's name (``on_error="error_column"`` only).
+        name: the join's name for metrics (default ``"lookup_<n>"``, see
+            :func:`join_names`); joins sharing a name add up their metrics.
+
+    Returns:
+        ``df``'s columns followed by the schema's fields (named ``prefix + field``, with
+        the schema's types), plus ``error_column`` (string) under "error_column". A key
+        with several rows (1:N) yields one output row per dimension row.
+
+    Raises:
+        ValueError: an ``on`` column is missing (the message lists the available
+            columns), output names collide (named in the message; use ``prefix``), or a
+            setting is invalid.
+
+    Metrics: each task adds its join's :class:`~enrich.JoinMetrics` to an accumulator
+    when it ends; read them with :func:`statistics` or log them per micro-batch with
+    :class:`EnrichMetricsListener`. Spark Connect has no accumulators: there the join
+    runs without metrics.
+    """
+    if not isinstance(source, LookupSource):
+        raise ValueError(
+            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
+        )
+    _check_settings(timeout, capacity, retry)
+    # Validates how, on_error, cache and max_batch exactly as the workers will; opens nothing.
+    LookupJoin(
+        source,
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        retry=retry,
+        timeout=timeout,
+        max_batch=max_batch,
+    )
+    wait_mode = OutputMode.of(mode)
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string, got {prefix!r}")
+    positions = _key_positions(df.columns, on)
+    columns = tuple(prefix + f for f in source.schema.names)
+    added = [*columns, error_column] if on_error == "error_column" else list(columns)
+    _check_collisions(df.columns, added)
+    name = _join_name(name)
+    plan = JoinPlan(
+        name=name,
+        source=source,
+        on=positions,
+        columns=columns,
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        mode=wait_mode,
+        capacity=capacity,
+        timeout=timeout,
+        retry=retry,
+        max_batch=max_batch,
+        error_column=error_column,
+        accumulator=register(df.sparkSession, name),
+    )
+    fields = [
+        StructField(column, spark_type(f.type), nullable=True)
+        for column, f in zip(columns, source.schema.fields, strict=True)
+    ]
+    if on_error == "error_column":
+        fields.append(StructField(error_column, StringType(), nullable=True))
+    schema = StructType([*df.schema.fields, *fields])
+    return df.mapInArrow(partial(enrich_batches, plan), schema)
+
+
+def _join_name(name: str | None) -> str:
+    if name is None:
+        return new_name()
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string or None, got {name!r}")
+    return name
+
+
+def _key_positions(columns: Sequence[str], on: str | Sequence[str]) -> tuple[int, ...]:
+    """Where the key columns are; a missing one is an error listing what exists."""
+    wanted = [on] if isinstance(on, str) else list(on)
+    if not wanted or not all(isinstance(c, str) for c in wanted):
+        raise ValueError(f"on must be a column name or a list of names, got {on!r}")
+    positions: list[int] = []
+    missing: list[str] = []
+    for column in wanted:
+        exact = [i for i, c in enumerate(columns) if c == column]
+        loose = [i for i, c in enumerate(columns) if c.lower() == column.lower()]
+        found = exact or loose
+        if len(found) == 1:
+            positions.append(found[0])
+        elif found:
+            raise ValueError(f"on column {column!r} is ambiguous: {[columns[i] for i in found]}")
+        else:
+            missing.append(column)
+    if missing:
+        raise ValueError(
+            f"lookup_join: the DataFrame has no column {', '.join(map(repr, missing))} "
+            f"(on={on!r}); available columns: {', '.join(columns)}"
+        )
+    return tuple(positions)
+
+
+def _check_collisions(existing: Sequence[str], added: Sequence[str]) -> None:
+    # Spark resolves names case-insensitively by default: "Name" and "name" collide.
+    taken = {c.lower() for c in existing}
+    clash = [c for c in added if c.lower() in taken]
+    if clash:
+        raise ValueError(
+            f"lookup_join: columns {clash} would be added but the DataFrame already has "
+            f"them; set prefix= (e.g. prefix='dim_') or rename the input columns"
+        )
+
+
+def statistics(name: str) -> JoinMetrics:
+    """The cumulative metrics of the join named ``name``, over every finished task.
+
+    Raises:
+        LookupError: no join of that name was created in this driver process (or it
+            ran under Spark Connect, which has no accumulators).
+    """
+    return _statistics(name)
+
+
+def join_names() -> list[str]:
+    """The names of the lookup joins (and SQL lookups) created in this driver."""
+    return names()
+
+
+def session(app_name: str = "enrich", master: str | None = None, **conf: str) -> SparkSession:
+    """A SparkSession with what spark-enrich needs, after checking for Java.
+
+    Sets ``PYSPARK_PYTHON`` to this interpreter when unset (Spark's Python workers must
+    import pyarrow and enrich), and applies ``conf`` (dots written as ``__``:
+    ``spark__sql__shuffle__partitions="4"``).
+
+    Raises:
+        RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
+    """
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise RuntimeError(
+            "Spark needs a Java runtime (17 or newer): no 'java' on PATH and JAVA_HOME is "
+            "not set. Install one (e.g. 'apt-get install openjdk-17-jre-headless' or "
+            "'brew install openjdk@17') or set JAVA_HOME."
+        )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in conf.items():
+        builder = builder.config(key.replace("__", "."), value)
+    return builder.getOrCreate()
