@@ -20,6 +20,8 @@ from typing import Any
 
 import enrich
 
+from ._runtime import run_sync
+
 LATENCY = 0.005  # seconds: a remote store on a good network
 
 
@@ -95,6 +97,8 @@ def lookup_demo() -> None:
         step2 = enrich.lookup_rows(step1, credit, on="user_id", on_error="error_column")
         for row in step2:
             print("   ", row)
+        for source in (users, credit):
+            run_sync(source.aclose)  # close this process's pools before the services stop
     print()
 
 
@@ -113,16 +117,54 @@ def _services() -> Iterator[tuple[str, str]]:
 
 
 def spark_demo() -> None:
+    """The same enrichment as a Spark DataFrame lookup join and as a SQL function."""
+    import shutil
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("3. Spark: skipped (no Java runtime: install Java 17 or 21 for this part)\n")
+        return
     try:
+        from connectors.redis import RedisLookup
+
         from . import spark as enrich_spark
+        from .sql import register_lookup
     except ImportError as exc:
         print(f"3. Spark: skipped ({exc})\n")
         return
-    demo = getattr(enrich_spark, "demo", None)
-    if demo is None:
-        print("3. Spark: not available in this version\n")
-        return
-    demo()
+    import redis
+
+    from ._dimension_service import user
+
+    print("3. Spark: lookup_join on a DataFrame, and the same lookup as a SQL function\n")
+    spark = enrich_spark.session(
+        "enrich-demo",
+        master="local[2]",
+        spark__ui__enabled="false",
+        spark__sql__shuffle__partitions="2",
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with _services() as (url, _):
+            client = redis.Redis.from_url(url)
+            client.mset({f"user:{i}": json.dumps(user(i)) for i in range(10)})
+            client.close()
+            users = RedisLookup(
+                url, key_template="user:{}", value="json", schema="name string, tier string"
+            )
+            orders = spark.createDataFrame(ORDERS, "order_id long, user_id long, amount double")
+            joined = enrich_spark.lookup_join(
+                orders, users, on="user_id", how="inner", name="demo_users"
+            )
+            joined.orderBy("order_id").show()
+            print("   metrics:", enrich_spark.statistics("demo_users").summary(), "\n")
+            register_lookup(spark, "dim_user", users)
+            orders.createOrReplaceTempView("orders")
+            spark.sql(
+                "SELECT o.order_id, o.amount, u.name, u.tier "
+                "FROM (SELECT *, dim_user(user_id) AS u FROM orders) o ORDER BY o.order_id"
+            ).show()
+    finally:
+        spark.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
