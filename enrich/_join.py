@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from ._cache import MISS, CacheStatistics, LookupCache
@@ -33,7 +34,6 @@ ON_ERROR = ("fail", "null", "drop", "error_column")
 DEFAULT_MAX_BATCH = 500
 _LOGGED_ERRORS = 5  # error rows logged per join before going quiet (metrics keep counting)
 
-_PENDING: Any = object()  # a row still waiting for its key
 _NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
 
 
@@ -72,21 +72,39 @@ def error_kind(error: BaseException) -> str:
 
 
 class _Chunk:
-    """A chunk in flight: its rows' answers so far, and how many are still missing."""
+    """A chunk in flight: the answer of each of its distinct keys, and how many of its
+    keys are still unanswered. Rows share their key's answer."""
 
-    __slots__ = ("deadline", "done", "found", "ident", "keys", "remaining", "result", "tag")
+    __slots__ = (
+        "answers",
+        "deadline",
+        "done",
+        "ident",
+        "keys",
+        "remaining",
+        "result",
+        "simple",
+        "tag",
+    )
 
     def __init__(
         self, ident: int, tag: Any, keys: Sequence[Any], result: ResultFuture, deadline: float
     ) -> None:
         self.ident = ident
-        self.done = False
         self.tag = tag
         self.keys = keys
         self.result = result
         self.deadline = deadline
-        self.found: list[Any] = [_PENDING] * len(keys)
-        self.remaining = len(keys)
+        self.done = False
+        self.answers: dict[Any, Any] = {}
+        self.remaining = 0  # distinct keys not answered yet
+        self.simple = True  # every answer so far is a single row (the fast case)
+
+
+class _BadKey:
+    """Stands in for a row's unhashable key, so that the row fails alone."""
+
+    __slots__ = ()
 
 
 class LookupJoin(AsyncFunction):
@@ -149,7 +167,8 @@ class LookupJoin(AsyncFunction):
         self._clock = clock
         self._store: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: dict[Any, list[tuple[_Chunk, int]]] = {}
+        # key -> the chunk waiting for it, or a list when several chunks wait
+        self._waiting: dict[Any, Any] = {}
         self._attempts: dict[Any, int] = {}  # calls made for a key still waited for
         self._pending: list[Any] = []
         self._flush_scheduled = False
@@ -206,39 +225,74 @@ class LookupJoin(AsyncFunction):
             tag, keys = value
             chunk = _Chunk(id(value), tag, keys, result, deadline)
             self._chunks[chunk.ident] = chunk
+            answers = chunk.answers
             metrics.rows_in += len(keys)
-            found = chunk.found
-            for i, key in enumerate(keys):
-                if key is None:
-                    found[i] = _NULL_KEY
-                    chunk.remaining -= 1
+            try:
+                distinct = dict.fromkeys(keys)
+            except TypeError:  # an unhashable key: its row fails alone
+                chunk.keys = keys = self._replace_bad_keys(chunk, keys)
+                distinct = dict.fromkeys(keys)
+            shared = len(keys) - len(distinct)  # rows repeating a key of this chunk
+            if None in distinct:
+                del distinct[None]
+                answers[None] = _NULL_KEY
+                chunk.simple = False
+                shared -= keys.count(None) - 1
+            if store is None and not answers:
+                new = [key for key in distinct if key not in waiting]
+                if len(new) == len(distinct):
+                    # The common case: none of the keys is pending for another chunk.
+                    waiting.update(zip(new, repeat(chunk)))
+                    pending.extend(new)
+                    chunk.remaining = len(new)
+                    metrics.coalesced += shared
+                    if not new:
+                        self._finish(chunk)
                     continue
-                try:
-                    waiters = waiting.get(key)
-                except TypeError as exc:  # an unhashable key: that row's error
-                    error = DecodeError(
-                        f"row {i}: lookup key {key!r} is not hashable ({exc})", value=key
-                    )
-                    found[i] = _Failed(error)
-                    chunk.remaining -= 1
+            for key in distinct:
+                if key in answers:  # a stand-in for a bad key, already failed
                     continue
+                waiters = waiting.get(key)
                 if waiters is not None:
-                    waiters.append((chunk, i))
-                    metrics.coalesced += 1
+                    if type(waiters) is _Chunk:
+                        waiting[key] = [waiters, chunk]
+                    else:
+                        waiters.append(chunk)
+                    chunk.remaining += 1
+                    shared += 1
                     continue
                 if store is not None:
                     cached = store.get(key, now)
                     if cached is not None:
                         metrics.cache_hits += 1
-                        found[i] = cached
-                        chunk.remaining -= 1
+                        answers[key] = cached
+                        if type(cached) is not tuple:
+                            chunk.simple = False
                         continue
                     metrics.cache_misses += 1
-                waiting[key] = [(chunk, i)]
+                waiting[key] = chunk
+                chunk.remaining += 1
                 pending.append(key)
+            metrics.coalesced += shared
             if chunk.remaining == 0:
                 self._finish(chunk)
         self._schedule_flush()
+
+    def _replace_bad_keys(self, chunk: _Chunk, keys: Sequence[Any]) -> list[Any]:
+        out = []
+        for i, key in enumerate(keys):
+            try:
+                hash(key)
+            except TypeError as exc:
+                stand_in = _BadKey()
+                error = DecodeError(
+                    f"row {i}: lookup key {key!r} is not hashable ({exc})", value=key
+                )
+                chunk.answers[stand_in] = _Failed(error)
+                chunk.simple = False
+                key = stand_in
+            out.append(key)
+        return out
 
     def _schedule_flush(self) -> None:
         if len(self._pending) >= self.max_batch:
@@ -288,18 +342,16 @@ class LookupJoin(AsyncFunction):
         # The common case, kept tight: no retries to consider, nothing to cache.
         waiting = self._waiting
         get = found.get
+        pop = waiting.pop
         for key in keys:
             answer = get(key)
-            if answer is None:
-                rows = MISS
-            elif type(answer) is tuple:
-                rows = answer
-            else:
+            if type(answer) is not tuple:
                 self._settle(key, answer)
                 continue
-            for chunk, i in waiting.pop(key, ()):
-                if not chunk.done and chunk.found[i] is _PENDING:
-                    chunk.found[i] = rows
+            waiters = pop(key, None)
+            for chunk in (waiters,) if type(waiters) is _Chunk else waiters or ():
+                if not chunk.done:
+                    chunk.answers[key] = answer
                     chunk.remaining -= 1
                     if chunk.remaining == 0:
                         self._finish(chunk)
@@ -316,8 +368,10 @@ class LookupJoin(AsyncFunction):
             self._answer(key, rows, None)
 
     def _answer(self, key: Any, rows: Any, error: BaseException | None) -> None:
-        """Settle ``key`` for every row waiting for it, or schedule its retry."""
+        """Settle ``key`` for every chunk waiting for it, or schedule its retry."""
         waiters = self._waiting.get(key)
+        if type(waiters) is _Chunk:
+            waiters = [waiters]
         if not waiters:
             self._waiting.pop(key, None)
             self._attempts.pop(key, None)
@@ -336,13 +390,16 @@ class LookupJoin(AsyncFunction):
                 store.put(key, rows, self._clock.now())  # type: ignore[union-attr]
             outcome = rows
         fail_now = error is not None and self.on_error == "fail"
-        for chunk, i in waiters:
-            if chunk.done or chunk.found[i] is not _PENDING:
+        simple = type(outcome) is tuple
+        for chunk in waiters:
+            if chunk.done:
                 continue
-            if fail_now:  # no need to wait for the chunk's other rows: the run fails
+            if fail_now:  # no need to wait for the chunk's other keys: the run fails
                 self._finish(chunk, error)
                 continue
-            chunk.found[i] = outcome
+            chunk.answers[key] = outcome
+            if not simple:
+                chunk.simple = False
             chunk.remaining -= 1
             if chunk.remaining == 0:
                 self._finish(chunk)
@@ -369,7 +426,7 @@ class LookupJoin(AsyncFunction):
         clock = self._clock
         assert clock is not None
         when = clock.now() + delay
-        if when >= min(chunk.deadline for chunk, _ in waiters):
+        if when >= min(chunk.deadline for chunk in waiters):
             return False  # it would start after the deadline: the last outcome stands
         self.metrics.retries += 1
 
@@ -384,17 +441,17 @@ class LookupJoin(AsyncFunction):
         return True
 
     def timeout(self, value: Any, result: ResultFuture) -> None:
-        """The chunk's deadline passed: its unanswered rows time out, one by one."""
+        """The chunk's deadline passed: its unanswered keys time out, row by row."""
         chunk = self._chunks.get(id(value))
         if chunk is None:  # pragma: no cover - finished in the same instant
             return
         timeout = self._timeout if self._timeout is not None else float("nan")
-        self.metrics.timeouts += chunk.remaining
-        for i, state in enumerate(chunk.found):
-            if state is _PENDING:
-                key = chunk.keys[i]
+        answers = chunk.answers
+        for key in dict.fromkeys(chunk.keys):
+            if key not in answers:
                 attempts = self._attempts.get(key, 1)
-                chunk.found[i] = _Failed(LookupTimeout(key, timeout, attempts))
+                answers[key] = _Failed(LookupTimeout(key, timeout, attempts))
+        chunk.simple = False
         chunk.remaining = 0
         chunk.result = result  # the operator only accepts the timeout's own completion
         self._finish(chunk)
@@ -416,12 +473,19 @@ class LookupJoin(AsyncFunction):
 
     def _assemble(self, chunk: _Chunk) -> JoinedChunk:
         metrics = self.metrics
+        outcomes = list(map(chunk.answers.__getitem__, chunk.keys))
+        count = len(outcomes)
+        errors: list[str | None] | None
+        if chunk.simple:  # one row per key, every key found: the rows line up as they are
+            errors = [None] * count if self.on_error == "error_column" else None
+            metrics.rows_out += count
+            return JoinedChunk(chunk.tag, list(range(count)), outcomes, errors)
         left = self.how == "left"
         policy = self.on_error
         indices: list[int] = []
         rows: list[tuple[Any, ...] | None] = []
-        errors: list[str | None] | None = [] if policy == "error_column" else None
-        for i, state in enumerate(chunk.found):
+        errors = [] if policy == "error_column" else None
+        for i, state in enumerate(outcomes):
             if type(state) is tuple:
                 indices.append(i)
                 rows.append(state)
@@ -440,6 +504,8 @@ class LookupJoin(AsyncFunction):
             elif isinstance(state, _Failed):
                 kind = error_kind(state.error)
                 metrics.errors[kind] += 1
+                if kind == "timeout":
+                    metrics.timeouts += 1
                 if policy == "fail":
                     raise state.error
                 if sum(metrics.errors.values()) <= _LOGGED_ERRORS:
@@ -451,8 +517,6 @@ class LookupJoin(AsyncFunction):
                     rows.append(None)
                     if errors is not None:
                         errors.append(f"{kind}: {state.error}")
-            elif state is _PENDING:  # pragma: no cover - guarded by remaining == 0
-                raise AssertionError(f"row {i} of a finished chunk has no answer")
             else:  # several rows: a 1:N match
                 for row in state:
                     indices.append(i)

@@ -140,17 +140,15 @@ def _slices(batch: pa.RecordBatch, size: int) -> Iterator[pa.RecordBatch]:
 
 def dimension_arrays(plan: JoinPlan, rows: Sequence[tuple[Any, ...] | None]) -> list[pa.Array]:
     """One Arrow array per dimension field; a None row gives nulls."""
-    width = len(plan.columns)
-    blank = (None,) * width
-    if rows:
-        columns: Iterable[Sequence[Any]] = zip(
-            *(blank if r is None else r for r in rows), strict=True
-        )
-    else:
-        columns = [()] * width
+    fields = plan.source.schema.fields
+    if not rows:
+        return [pa.array([], type=ARROW_TYPES[f.type]) for f in fields]
+    if None in rows:
+        blank = (None,) * len(fields)
+        rows = [blank if r is None else r for r in rows]
     return [
-        pa.array(list(values), type=ARROW_TYPES[f.type])
-        for values, f in zip(columns, plan.source.schema.fields, strict=True)
+        pa.array(values, type=ARROW_TYPES[f.type])
+        for values, f in zip(zip(*rows, strict=True), fields, strict=True)
     ]
 
 
