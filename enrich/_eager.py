@@ -73,12 +73,13 @@ if sys.version_info < (3, 12):  # pragma: no branch
 
         def start(self, coro: Coroutine[Any, Any, Any]) -> Started:
             loop = self._loop
-            task = self._spare or _RecordTask(loop)
-            self._spare = None
+            task = self._spare
+            if task is None:
+                task = _RecordTask(loop)
+            else:
+                self._spare = None
             context = task._context = _copy_context()
             task._coro = coro
-            result = error = yielded = None
-            suspended = False
             # Started from inside another task (a timer run by a test's FakeClock, the
             # async twin): step aside for the record's task, as 3.12's eager tasks do.
             outer = _current_tasks.get(loop)
@@ -87,20 +88,19 @@ if sys.version_info < (3, 12):  # pragma: no branch
             _enter_task(loop, task)
             try:
                 yielded = context.run(coro.send, None)
-                suspended = True
             except StopIteration as stop:
-                result = stop.value
+                result, error = stop.value, None
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:
-                error = exc
+                result, error = None, exc
+            else:
+                self._go_on(task, yielded)
+                return task, None, None
             finally:
                 _leave_task(loop, task)
                 if outer is not None:
                     _enter_task(loop, outer)
-            if suspended:
-                self._go_on(task, yielded)
-                return task, None, None
             if task._callbacks or task._must_cancel or task._num_cancels_requested:
                 # Something holds on to this task: finish it like asyncio would.
                 if error is None:
@@ -109,8 +109,7 @@ if sys.version_info < (3, 12):  # pragma: no branch
                     futures._PyFuture.set_exception(task, error)
                     task._log_traceback = False
             else:
-                task._coro = task._context = None
-                self._spare = task
+                self._spare = task  # reused; its _coro and _context are replaced then
             return None, result, error
 
         def _go_on(self, task: _RecordTask, yielded: Any) -> None:
