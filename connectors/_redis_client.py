@@ -22,7 +22,6 @@ from typing import Any
 from redis import exceptions as rx
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -31,6 +30,7 @@ from enrich._runtime import pop_process_local, process_local
 
 from ._redis_codec import Command
 from ._redis_config import ConnectionSettings, Endpoint, mask_secrets
+from ._redis_connection import connection_class
 
 _log = logging.getLogger("connectors.redis")
 
@@ -107,7 +107,7 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
         pool = BlockingConnectionPool(
             max_connections=settings.pool_size,
             timeout=settings.timeout,
-            connection_class=SSLConnection if endpoint.tls else Connection,
+            connection_class=connection_class(endpoint.tls),
             host=endpoint.host,
             port=endpoint.port,
             db=endpoint.db,

@@ -99,42 +99,54 @@ def pack(commands: Sequence[Command], max_batch: int) -> list[list[Command]]:
 
 def decode(
     command: Command, reply: Any, settings: LookupSettings, schema: Schema
-) -> Iterator[tuple[Any, Result]]:
-    """(lookup key, result) pairs for a successful reply to ``command``."""
+) -> dict[Any, Result]:
+    """The result of each lookup key of ``command``, from a successful ``reply``."""
     fmt = settings.value
+    if fmt is ValueFormat.JSON:
+        return _decode_json_reply(command, reply, schema)
     if fmt is ValueFormat.HASH:
         key, rk = command.keys[0], command.redis_keys[0]
         encoding = settings.key_template.encoding
-        yield key, _decode_hash(rk, reply, settings.hash_fields, schema, encoding)
-        return
-    if fmt is ValueFormat.JSON:
-        coerce = schema.coerce
-        for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
-            # The common case first: a JSON object whose fields fit the schema.
-            if raw is not None and raw[:1] == b"{":
-                try:
-                    document = _loads(raw)
-                    if type(document) is dict:
-                        yield key, coerce(document)
-                        continue
-                except (ValueError, DecodeError):
-                    pass  # the general path below says what is wrong
-            yield key, _decode_json(rk, raw, schema)
-        return
+        return {key: _decode_hash(rk, reply, settings.hash_fields, schema, encoding)}
+    return {
+        key: _decode_string(rk, raw, schema)
+        for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True)
+    }
+
+
+def _decode_json_reply(command: Command, reply: Any, schema: Schema) -> dict[Any, Result]:
+    # The hot loop of a lookup: one JSON parse and one compiled coercion per value,
+    # with no other Python-level call unless the value is not a plain object.
+    coerce_dict = schema.coerce_dict
+    loads = _loads
+    results: dict[Any, Result] = {}
     for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
-        yield key, _decode_string(rk, raw, schema)
+        if raw is None:
+            results[key] = None
+            continue
+        try:
+            document = loads(raw)
+        except ValueError as exc:  # JSONDecodeError and invalid UTF-8 are both ValueErrors
+            results[key] = _not_json(rk, raw, exc)
+            continue
+        if type(document) is dict:
+            try:
+                results[key] = coerce_dict(document)
+            except DecodeError as exc:
+                results[key] = _in_key(rk, exc)
+        else:
+            results[key] = _json_rows(rk, document, schema)
+    return results
 
 
-def _decode_json(redis_key: bytes, raw: bytes | None, schema: Schema) -> Result:
-    if raw is None:
-        return None
-    try:
-        document = _loads(raw)
-    except ValueError as exc:  # JSONDecodeError and invalid UTF-8 are both ValueErrors
-        return DecodeError(
-            f"redis key {redis_key!r}: value is not valid JSON ({exc}): {_short(raw)}",
-            value=raw,
-        )
+def _not_json(redis_key: bytes, raw: bytes, exc: ValueError) -> DecodeError:
+    return DecodeError(
+        f"redis key {redis_key!r}: value is not valid JSON ({exc}): {_short(raw)}",
+        value=raw,
+    )
+
+
+def _json_rows(redis_key: bytes, document: Any, schema: Schema) -> Result:
     if document is None:  # a stored JSON null: a cached miss
         return None
     if isinstance(document, list):
@@ -176,9 +188,14 @@ def _coerce(redis_key: bytes, document: Any, schema: Schema) -> Row | DecodeErro
     try:
         return schema.coerce(document)
     except DecodeError as exc:
-        error = DecodeError(f"redis key {redis_key!r}: {exc}", field=exc.field, value=exc.value)
-        error.__cause__ = exc
-        return error
+        return _in_key(redis_key, exc)
+
+
+def _in_key(redis_key: bytes, exc: DecodeError) -> DecodeError:
+    """``exc`` restated for the Redis key whose value it concerns."""
+    error = DecodeError(f"redis key {redis_key!r}: {exc}", field=exc.field, value=exc.value)
+    error.__cause__ = exc
+    return error
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

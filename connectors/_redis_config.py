@@ -150,6 +150,24 @@ class KeyTemplate:
     text: str
     encoding: str
     literals: tuple[bytes, ...]  # one more than the placeholders
+    # Derived from ``literals`` for render's one-placeholder fast path, so not part of
+    # the value: ``b"user:%d"`` for int keys, and the text around the placeholder.
+    _single: bool = field(init=False, repr=False, compare=False)
+    _int_pattern: bytes = field(init=False, repr=False, compare=False)
+    _prefix: bytes = field(init=False, repr=False, compare=False)
+    _suffix: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        single = len(self.literals) == 2
+        prefix, suffix = self.literals if single else (b"", b"")
+        pattern = prefix.replace(b"%", b"%%") + b"%d" + suffix.replace(b"%", b"%%")
+        for name, value in [
+            ("_single", single),
+            ("_int_pattern", pattern),
+            ("_prefix", prefix),
+            ("_suffix", suffix),
+        ]:
+            object.__setattr__(self, name, value)  # the dataclass is frozen
 
     @classmethod
     def parse(cls, template: str, encoding: str) -> KeyTemplate:
@@ -198,11 +216,15 @@ class KeyTemplate:
                 that is not str, bytes or int.
             ValueError: a str part cannot be encoded.
         """
-        kind = type(key)
-        if (kind is int or kind is str) and len(self.literals) == 2:
-            # The common case (one str or int part), kept off the general path.
-            part = str(key).encode("ascii") if kind is int else key.encode(self.encoding)
-            return self.literals[0] + part + self.literals[1]
+        if self._single:
+            # The common case (one int or str part), kept off the general path.
+            kind = type(key)
+            if kind is int:
+                rendered: bytes = self._int_pattern % key  # %d gives the digits of str(key)
+                return rendered
+            if kind is str:
+                part: bytes = key.encode(self.encoding)
+                return self._prefix + part + self._suffix
         if isinstance(key, tuple):
             parts: tuple[Any, ...] = key
         elif self.arity == 1:

@@ -129,3 +129,14 @@ def test_pack_bounds_keys_per_pipeline() -> None:
 
     assert [len(batch) for batch in pack(commands, 100)] == [100, 100, 50]
     assert [[len(c.keys) for c in batch] for batch in pack(mgets, 100)] == [[60], [50, 40], [100]]
+
+
+@pytest.mark.parametrize("template", ["user:{}", "{}", "100%:{}:%d%%", "{{tag}}:{}", "k:{}:é"])
+@pytest.mark.parametrize("key", [0, -7, 2**70, "é", "", "%d"])
+def test_key_template_single_part_keys_render_as_one_tuples(template: str, key: Any) -> None:
+    # A scalar key takes a fast path; a 1-tuple the general one: they must agree.
+    parsed = KeyTemplate.parse(template, "utf-8")
+    copy = pickle.loads(pickle.dumps(parsed))
+
+    assert parsed.render(key) == parsed.render((key,)) == copy.render(key)
+    assert copy == parsed and hash(copy) == hash(parsed)
