@@ -16,7 +16,8 @@ from ._errors import (
     SourceUnavailable as SourceUnavailable,
 )
 from ._function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
-from ._join import JoinedChunk as JoinedChunk, LookupJoin as LookupJoin, chunk_rows as chunk_rows
+from ._join import LookupJoin as LookupJoin, chunk_rows as chunk_rows
+from ._joined import JoinedChunk as JoinedChunk
 from ._lookup import (
     lookup_chunks as lookup_chunks,
     lookup_chunks_async as lookup_chunks_async,

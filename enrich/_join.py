@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -23,6 +22,7 @@ from ._cache import MISS, CacheStatistics, LookupCache
 from ._clock import Clock, LoopClock, Timer
 from ._errors import DecodeError, LookupTimeout
 from ._function import AsyncFunction, ResultFuture
+from ._joined import NULL_KEY, Failed, JoinedChunk, as_rows, assemble, error_kind
 from ._metrics import JoinMetrics
 from ._retry import RetryStrategy
 from ._source import LookupSource
@@ -32,43 +32,6 @@ log = logging.getLogger("enrich.lookup")
 HOWS = ("left", "inner")
 ON_ERROR = ("fail", "null", "drop", "error_column")
 DEFAULT_MAX_BATCH = 500
-_LOGGED_ERRORS = 5  # error rows logged per join before going quiet (metrics keep counting)
-
-_NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
-
-
-class _Failed:
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-@dataclass(slots=True)
-class JoinedChunk:
-    """The rows a chunk joined to, as columns.
-
-    Attributes:
-        tag: the chunk's tag, as given.
-        indices: for each output row, the index of its input row in the chunk (in order;
-            an index repeats for a 1:N match and is absent for a dropped row).
-        rows: for each output row, the dimension values in schema order, or None.
-        errors: for each output row, the error reason or None; None as a whole unless
-            ``on_error="error_column"``.
-    """
-
-    tag: Any
-    indices: list[int]
-    rows: list[tuple[Any, ...] | None]
-    errors: list[str | None] | None
-
-
-def error_kind(error: BaseException) -> str:
-    """A short reason for metrics and error columns: "timeout", "status:503", ..."""
-    if isinstance(error, LookupTimeout):
-        return "timeout"
-    kind = getattr(error, "kind", None)
-    return kind if isinstance(kind, str) else type(error).__name__
 
 
 class _Chunk:
@@ -235,7 +198,7 @@ class LookupJoin(AsyncFunction):
             shared = len(keys) - len(distinct)  # rows repeating a key of this chunk
             if None in distinct:
                 del distinct[None]
-                answers[None] = _NULL_KEY
+                answers[None] = NULL_KEY
                 chunk.simple = False
                 shared -= keys.count(None) - 1
             if store is None and not answers:
@@ -288,7 +251,7 @@ class LookupJoin(AsyncFunction):
                 error = DecodeError(
                     f"row {i}: lookup key {key!r} is not hashable ({exc})", value=key
                 )
-                chunk.answers[stand_in] = _Failed(error)
+                chunk.answers[stand_in] = Failed(error)
                 chunk.simple = False
                 key = stand_in
             out.append(key)
@@ -361,7 +324,7 @@ class LookupJoin(AsyncFunction):
             self._answer(key, None, answer)
             return
         try:
-            rows = _rows(answer)
+            rows = as_rows(answer)
         except TypeError as exc:
             self._answer(key, None, exc)
         else:
@@ -384,7 +347,7 @@ class LookupJoin(AsyncFunction):
         if error is not None:
             if store is not None:
                 store.failed()
-            outcome: Any = _Failed(error)
+            outcome: Any = Failed(error)
         else:
             if store is not None:
                 store.put(key, rows, self._clock.now())  # type: ignore[union-attr]
@@ -450,7 +413,7 @@ class LookupJoin(AsyncFunction):
         for key in dict.fromkeys(chunk.keys):
             if key not in answers:
                 attempts = self._attempts.get(key, 1)
-                answers[key] = _Failed(LookupTimeout(key, timeout, attempts))
+                answers[key] = Failed(LookupTimeout(key, timeout, attempts))
         chunk.simple = False
         chunk.remaining = 0
         chunk.result = result  # the operator only accepts the timeout's own completion
@@ -472,59 +435,15 @@ class LookupJoin(AsyncFunction):
             chunk.result.complete([joined])
 
     def _assemble(self, chunk: _Chunk) -> JoinedChunk:
-        metrics = self.metrics
-        outcomes = list(map(chunk.answers.__getitem__, chunk.keys))
-        count = len(outcomes)
-        errors: list[str | None] | None
-        if chunk.simple:  # one row per key, every key found: the rows line up as they are
-            errors = [None] * count if self.on_error == "error_column" else None
-            metrics.rows_out += count
-            return JoinedChunk(chunk.tag, list(range(count)), outcomes, errors)
-        left = self.how == "left"
-        policy = self.on_error
-        indices: list[int] = []
-        rows: list[tuple[Any, ...] | None] = []
-        errors = [] if policy == "error_column" else None
-        for i, state in enumerate(outcomes):
-            if type(state) is tuple:
-                indices.append(i)
-                rows.append(state)
-                if errors is not None:
-                    errors.append(None)
-            elif state is MISS or state is _NULL_KEY:
-                if state is MISS:
-                    metrics.misses += 1
-                else:
-                    metrics.null_keys += 1
-                if left:
-                    indices.append(i)
-                    rows.append(None)
-                    if errors is not None:
-                        errors.append(None)
-            elif isinstance(state, _Failed):
-                kind = error_kind(state.error)
-                metrics.errors[kind] += 1
-                if kind == "timeout":
-                    metrics.timeouts += 1
-                if policy == "fail":
-                    raise state.error
-                if sum(metrics.errors.values()) <= _LOGGED_ERRORS:
-                    log.warning(
-                        "lookup of row %d failed (%s, policy %s): %s", i, kind, policy, state.error
-                    )
-                if policy != "drop":
-                    indices.append(i)
-                    rows.append(None)
-                    if errors is not None:
-                        errors.append(f"{kind}: {state.error}")
-            else:  # several rows: a 1:N match
-                for row in state:
-                    indices.append(i)
-                    rows.append(row)
-                    if errors is not None:
-                        errors.append(None)
-        metrics.rows_out += len(indices)
-        return JoinedChunk(chunk.tag, indices, rows, errors)
+        return assemble(
+            chunk.tag,
+            chunk.keys,
+            chunk.answers,
+            chunk.simple,
+            self.how,
+            self.on_error,
+            self.metrics,
+        )
 
 
 class _MissMarker(list):  # type: ignore[type-arg]
@@ -532,17 +451,6 @@ class _MissMarker(list):  # type: ignore[type-arg]
 
 
 _MISS_RESULT = _MissMarker()
-
-
-def _rows(answer: Any) -> Any:
-    """A source's answer for one key as cacheable rows: a tuple, a list, or MISS."""
-    if answer is None:
-        return MISS
-    if isinstance(answer, tuple):
-        return answer
-    if isinstance(answer, list):
-        return answer if answer else MISS
-    raise TypeError(f"a lookup source answered {answer!r}: expected a tuple, a list or None")
 
 
 def _scope(source: LookupSource) -> Any:

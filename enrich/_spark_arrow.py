@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from ._cache import LookupCache
-from ._join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, JoinedChunk, chunk_rows
+from ._join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
+from ._joined import JoinedChunk
 from ._lookup import lookup_chunks
 from ._model import OutputMode
 from ._retry import RetryStrategy

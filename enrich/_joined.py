@@ -1,0 +1,133 @@
+"""What a chunk's rows become: their outcomes assembled into output rows, as columns."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._cache import MISS
+from ._errors import LookupTimeout
+from ._metrics import JoinMetrics
+
+log = logging.getLogger("enrich.lookup")
+
+_LOGGED_ERRORS = 5  # error rows logged per join before going quiet (metrics keep counting)
+
+NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
+
+
+class Failed:
+    """The answer of a key that failed: every row with that key gets the error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+@dataclass(slots=True)
+class JoinedChunk:
+    """The rows a chunk joined to, as columns.
+
+    Attributes:
+        tag: the chunk's tag, as given.
+        indices: for each output row, the index of its input row in the chunk (in order;
+            an index repeats for a 1:N match and is absent for a dropped row).
+        rows: for each output row, the dimension values in schema order, or None.
+        errors: for each output row, the error reason or None; None as a whole unless
+            ``on_error="error_column"``.
+    """
+
+    tag: Any
+    indices: list[int]
+    rows: list[tuple[Any, ...] | None]
+    errors: list[str | None] | None
+
+
+def error_kind(error: BaseException) -> str:
+    """A short reason for metrics and error columns: "timeout", "status:503", ..."""
+    if isinstance(error, LookupTimeout):
+        return "timeout"
+    kind = getattr(error, "kind", None)
+    return kind if isinstance(kind, str) else type(error).__name__
+
+
+def assemble(
+    tag: Any,
+    keys: Sequence[Any],
+    answers: dict[Any, Any],
+    simple: bool,
+    how: str,
+    policy: str,
+    metrics: JoinMetrics,
+) -> JoinedChunk:
+    """The output rows of a chunk, in row order, from its keys' answers; counts misses,
+    null keys and errors in ``metrics``. Raises a row's error under ``policy="fail"``.
+
+    ``simple`` says every answer is a single row (a tuple): then the rows line up with
+    the keys as they are.
+    """
+    outcomes = list(map(answers.__getitem__, keys))
+    count = len(outcomes)
+    errors: list[str | None] | None
+    if simple:
+        errors = [None] * count if policy == "error_column" else None
+        metrics.rows_out += count
+        return JoinedChunk(tag, list(range(count)), outcomes, errors)
+    left = how == "left"
+    indices: list[int] = []
+    rows: list[tuple[Any, ...] | None] = []
+    errors = [] if policy == "error_column" else None
+    for i, state in enumerate(outcomes):
+        if type(state) is tuple:
+            indices.append(i)
+            rows.append(state)
+            if errors is not None:
+                errors.append(None)
+        elif state is MISS or state is NULL_KEY:
+            if state is MISS:
+                metrics.misses += 1
+            else:
+                metrics.null_keys += 1
+            if left:
+                indices.append(i)
+                rows.append(None)
+                if errors is not None:
+                    errors.append(None)
+        elif isinstance(state, Failed):
+            kind = error_kind(state.error)
+            metrics.errors[kind] += 1
+            if kind == "timeout":
+                metrics.timeouts += 1
+            if policy == "fail":
+                raise state.error
+            if sum(metrics.errors.values()) <= _LOGGED_ERRORS:
+                log.warning(
+                    "lookup of row %d failed (%s, policy %s): %s", i, kind, policy, state.error
+                )
+            if policy != "drop":
+                indices.append(i)
+                rows.append(None)
+                if errors is not None:
+                    errors.append(f"{kind}: {state.error}")
+        else:  # several rows: a 1:N match
+            for row in state:
+                indices.append(i)
+                rows.append(row)
+                if errors is not None:
+                    errors.append(None)
+    metrics.rows_out += len(indices)
+    return JoinedChunk(tag, indices, rows, errors)
+
+
+def as_rows(answer: Any) -> Any:
+    """A source's answer for one key as cacheable rows: a tuple, a list, or MISS."""
+    if answer is None:
+        return MISS
+    if isinstance(answer, tuple):
+        return answer
+    if isinstance(answer, list):
+        return answer if answer else MISS
+    raise TypeError(f"a lookup source answered {answer!r}: expected a tuple, a list or None")
