@@ -297,20 +297,24 @@ class LookupJoin(AsyncFunction):
                 self._answer(key, None, exc)
             return
         metrics.latency.record(clock.now() - started)
-        if self.retry is not None or self._store is not None:
+        if self.retry is not None:
             for key in keys:
                 self._settle(key, found.get(key))
             self._schedule_flush()  # retries due now, if any
             return
-        # The common case, kept tight: no retries to consider, nothing to cache.
+        # The common case, kept tight: no retries to consider.
         waiting = self._waiting
         get = found.get
         pop = waiting.pop
+        store = self._store
+        now = clock.now()
         for key in keys:
             answer = get(key)
             if type(answer) is not tuple:
                 self._settle(key, answer)
                 continue
+            if store is not None:
+                store.put(key, answer, now)
             waiters = pop(key, None)
             for chunk in (waiters,) if type(waiters) is _Chunk else waiters or ():
                 if not chunk.done:
