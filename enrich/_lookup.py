@@ -165,6 +165,10 @@ def lookup_rows(
                 field=str(exc.args[0]),
                 value=row,
             ) from None
+        except TypeError:
+            raise DecodeError(
+                f"row {number} is not a mapping of fields: {row!r}"[:300], value=row
+            ) from None
         return None if any(p is None for p in parts) else parts
 
     def chunked() -> Iterator[Chunk]:

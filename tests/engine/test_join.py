@@ -78,6 +78,12 @@ def test_colliding_field_names_are_an_error_naming_them() -> None:
         list(lookup_rows([{"user_id": 1, "name": "x"}], source, on="user_id"))
 
 
+def test_a_row_that_is_not_a_mapping_is_a_clear_error() -> None:
+    source = FakeSource(USERS, schema=SCHEMA)
+    with pytest.raises(enrich.DecodeError, match=r"row 1 is not a mapping of fields: \[1, 2\]"):
+        list(lookup_rows([{"user_id": 1}, [1, 2]], source, on="user_id"))
+
+
 def test_a_missing_on_field_is_a_clear_error() -> None:
     source = FakeSource(USERS, schema=SCHEMA)
     with pytest.raises(enrich.DecodeError, match="row 0 has no field 'user_id'"):
