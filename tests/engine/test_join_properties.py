@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks_async
 from enrich.testing import FakeClock, FakeSource, drive
