@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -202,16 +203,24 @@ class LookupJoin(AsyncFunction):
                 chunk.simple = False
                 shared -= keys.count(None) - 1
             if store is None and not answers:
-                new = [key for key in distinct if key not in waiting]
-                if len(new) == len(distinct):
-                    # The common case: none of the keys is pending for another chunk.
-                    waiting.update(zip(new, repeat(chunk)))
-                    pending.extend(new)
-                    chunk.remaining = len(new)
-                    metrics.coalesced += shared
-                    if not new:
-                        self._finish(chunk)
-                    continue
+                # The common case, in bulk: register the chunk for every key nobody
+                # waits for yet, and join the few keys already pending elsewhere.
+                for key in distinct.keys() & waiting.keys():
+                    del distinct[key]
+                    waiters = waiting[key]
+                    if type(waiters) is _Chunk:
+                        waiting[key] = [waiters, chunk]
+                    else:
+                        waiters.append(chunk)
+                    chunk.remaining += 1
+                    shared += 1
+                waiting.update(zip(distinct, repeat(chunk)))
+                pending.extend(distinct)
+                chunk.remaining += len(distinct)
+                metrics.coalesced += shared
+                if chunk.remaining == 0:
+                    self._finish(chunk)
+                continue
             for key in distinct:
                 if key in answers:  # a stand-in for a bad key, already failed
                     continue
@@ -303,10 +312,13 @@ class LookupJoin(AsyncFunction):
             self._schedule_flush()  # retries due now, if any
             return
         # The common case, kept tight: no retries to consider.
+        store = self._store
+        if store is None and _all_single_rows(found):
+            self._answer_in_bulk(keys, found)
+            return
         waiting = self._waiting
         get = found.get
         pop = waiting.pop
-        store = self._store
         now = clock.now()
         for key in keys:
             answer = get(key)
@@ -322,6 +334,39 @@ class LookupJoin(AsyncFunction):
                     chunk.remaining -= 1
                     if chunk.remaining == 0:
                         self._finish(chunk)
+
+    def _answer_in_bulk(self, keys: list[Any], found: Mapping[Any, Any]) -> None:
+        """Every answer is a single row or a miss: hand them to the waiting chunks in bulk.
+
+        A chunk may receive answers for keys it does not hold; it never reads them.
+        """
+        waiters = list(map(self._waiting.pop, keys, repeat(None)))
+        if set(map(type, waiters)) <= _ONE_WAITER:
+            answers = dict.fromkeys(keys, MISS)
+            answers.update(found)
+            simple = len(found) == len(keys)
+            for chunk, count in Counter(waiters).items():
+                if chunk is None or chunk.done:
+                    continue
+                chunk.answers.update(answers)
+                if not simple:
+                    chunk.simple = False
+                chunk.remaining -= count
+                if chunk.remaining == 0:
+                    self._finish(chunk)
+            return
+        # Some key has several chunks waiting for it: settle key by key.
+        for key, owner in zip(keys, waiters, strict=True):
+            answer = found.get(key, MISS)
+            for chunk in (owner,) if type(owner) is _Chunk else owner or ():
+                if chunk.done:
+                    continue
+                chunk.answers[key] = answer
+                if answer is MISS:
+                    chunk.simple = False
+                chunk.remaining -= 1
+                if chunk.remaining == 0:
+                    self._finish(chunk)
 
     def _settle(self, key: Any, answer: Any) -> None:
         if isinstance(answer, BaseException):
@@ -455,6 +500,15 @@ class _MissMarker(list):  # type: ignore[type-arg]
 
 
 _MISS_RESULT = _MissMarker()
+
+
+_ONE_WAITER = {_Chunk, type(None)}
+
+
+def _all_single_rows(found: Mapping[Any, Any]) -> bool:
+    """Whether every answer of a call is one row (misses are simply absent)."""
+    kinds = set(map(type, found.values()))
+    return not kinds or kinds == {tuple}
 
 
 def _scope(source: LookupSource) -> Any:
