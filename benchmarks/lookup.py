@@ -71,7 +71,7 @@ def sync_mget(url: str, keys: list[int]) -> int:
 
 
 def chunks(keys: list[int], capacity: int) -> list[tuple[int, list[int]]]:
-    size = enrich.chunk_rows(capacity, MAX_BATCH)
+    size = enrich.chunk_rows(capacity)
     return [(n, keys[n : n + size]) for n in range(0, len(keys), size)]
 
 

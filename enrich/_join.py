@@ -520,7 +520,8 @@ def _scope(source: LookupSource) -> Any:
         return (type(source).__qualname__, repr(source))
 
 
-def chunk_rows(capacity: int, max_batch: int) -> int:
-    """Rows per chunk for a join with ``capacity`` rows in flight: small enough that
-    about four chunks are in flight at once (so requests overlap), at most one batch."""
-    return max(1, min(max_batch, capacity // 4))
+def chunk_rows(capacity: int) -> int:
+    """Rows per chunk for a join with ``capacity`` rows in flight: about four chunks are
+    in flight at once, so that their requests overlap. (How many keys go in one request
+    is ``max_batch``'s business: a chunk's keys may take several.)"""
+    return max(1, capacity // 4)

@@ -3,7 +3,7 @@ and over dict rows (for plain Python)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -14,7 +14,13 @@ from ._join import DEFAULT_MAX_BATCH, LookupJoin, chunk_rows
 from ._model import OutputMode
 from ._retry import RetryStrategy
 from ._source import LookupSource
-from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitAsyncIterator, AsyncWaitIterator
+from ._wait import (
+    DEFAULT_CAPACITY,
+    DEFAULT_TIMEOUT,
+    AsyncWaitAsyncIterator,
+    AsyncWaitIterator,
+    _aiter,
+)
 
 Chunk = tuple[Any, Sequence[Any]]
 
@@ -42,7 +48,7 @@ def _settings(
         max_batch=max_batch,
         clock=clock,
     )
-    rows = chunk_rows(capacity, max_batch)
+    rows = chunk_rows(capacity)
     return join, rows, max(1, capacity // rows)
 
 
@@ -51,7 +57,7 @@ def _checked(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
         if len(chunk[1]) > limit:
             raise ValueError(
                 f"a chunk of {len(chunk[1])} rows is larger than {limit}, the chunk size "
-                f"for this capacity and max_batch (see enrich.chunk_rows)"
+                f"for this capacity (see enrich.chunk_rows)"
             )
         yield chunk
 
@@ -72,7 +78,7 @@ def lookup_chunks(
 ) -> AsyncWaitIterator:
     """Join chunks ``(tag, keys)`` with ``source``; yields one ``JoinedChunk`` per chunk.
 
-    Chunks hold at most ``chunk_rows(capacity, max_batch)`` keys (a larger one raises
+    Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
     ``ValueError``), so that at most ``capacity`` rows are in flight. ORDERED yields the
     chunks in input order; rows keep their order within a chunk either way. The join's
     metrics: ``iterator.function.statistics()``.
@@ -93,6 +99,13 @@ def lookup_chunks(
     return it
 
 
+async def _checked_async(
+    chunks: Iterable[Chunk] | AsyncIterable[Chunk], limit: int
+) -> AsyncIterator[Chunk]:
+    async for chunk in _aiter(chunks):
+        yield next(_checked([chunk], limit))
+
+
 def lookup_chunks_async(
     chunks: Iterable[Chunk] | AsyncIterable[Chunk],
     source: LookupSource,
@@ -107,12 +120,12 @@ def lookup_chunks_async(
     max_batch: int = DEFAULT_MAX_BATCH,
     clock: Clock | None = None,
 ) -> AsyncWaitAsyncIterator:
-    """The async twin of :func:`lookup_chunks` (chunks are not size-checked here)."""
-    join, _, slots = _settings(
+    """The async twin of :func:`lookup_chunks`, for asyncio programs."""
+    join, rows, slots = _settings(
         source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
     )
     it = AsyncWaitAsyncIterator(
-        chunks,
+        _checked_async(chunks, rows),
         join,
         mode=OutputMode.of(mode),
         timeout=timeout,
@@ -152,7 +165,7 @@ def lookup_rows(
     if not fields:
         raise ValueError("on must name at least one field")
     columns = [prefix + name for name in source.schema.names]
-    size = chunk_rows(capacity, max_batch)
+    size = chunk_rows(capacity)
 
     def key(number: int, row: dict[str, Any]) -> Any:
         try:

@@ -3,7 +3,7 @@
 Runs in Spark's Python workers and imports no pyspark (only pyarrow), so it can be
 tested like the rest of the engine. One partition (or one task's share of an SQL
 function's input) is one run of :func:`enrich.lookup_chunks`: each input batch is cut
-into chunks of ``chunk_rows(capacity, max_batch)`` rows, fed to the operator lazily (at
+into chunks of ``chunk_rows(capacity)`` rows, fed to the operator lazily (at
 most ``capacity`` rows in flight), and each joined chunk becomes an output batch as soon
 as it comes back (pipelined). A chunk's tag is its slice of the input batch, so an input
 batch is released once its last chunk is out.
@@ -165,7 +165,7 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     An output batch is yielded per joined chunk, as soon as it completes (in input order
     under ORDERED). An empty partition yields nothing and never touches the source.
     """
-    size = chunk_rows(plan.capacity, plan.max_batch)
+    size = chunk_rows(plan.capacity)
 
     def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
         for batch in batches:
@@ -205,7 +205,7 @@ def lookup_structs(
     key found nothing (or its lookup failed, under ``on_error="null"``). A key with
     several rows gives its first. Needs ``plan.how == "left"`` and ORDERED (the struct
     array lines up with its input rows)."""
-    size = chunk_rows(plan.capacity, plan.max_batch)
+    size = chunk_rows(plan.capacity)
     struct_type = pa.struct(plan.arrow_fields())
 
     def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:

@@ -280,7 +280,7 @@ async def test_metrics_count_requests_coalescing_and_latency() -> None:
     clock = FakeClock()
     source = FakeSource({k: (str(k),) for k in range(10)}, clock=clock, latency=0.02)
     keys = [k % 10 for k in range(30)]
-    chunks = [keys[i : i + 4] for i in range(0, 30, 4)]
+    chunks = [keys[i : i + 8] for i in range(0, 30, 8)]  # 4 chunks: all in flight at once
     it = lookup_chunks_async(list(enumerate(chunks)), source, clock=clock, capacity=40, max_batch=4)
     assert sum(len(c.indices) for c in await drive(clock, collect(it))) == 30
     m = it.function.statistics()
@@ -293,9 +293,17 @@ async def test_metrics_count_requests_coalescing_and_latency() -> None:
 
 def test_a_chunk_larger_than_the_chunk_size_is_refused() -> None:
     source = FakeSource(USERS, schema=SCHEMA)
-    assert enrich.chunk_rows(100, 500) == 25
+    assert enrich.chunk_rows(100) == 25
     with pytest.raises(ValueError, match="a chunk of 26 rows is larger than 25"):
         list(enrich.lookup_chunks([("c", list(range(26)))], source, capacity=100))
+
+    async def run_async() -> None:
+        it = enrich.lookup_chunks_async([("c", list(range(26)))], source, capacity=100)
+        async for _ in it:
+            pass
+
+    with pytest.raises(ValueError, match="a chunk of 26 rows is larger than 25"):
+        asyncio.run(run_async())
 
 
 async def collect(iterator: Any) -> list[Any]:

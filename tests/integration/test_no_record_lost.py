@@ -87,7 +87,7 @@ def run_inner_drop(
     data: list[dict[str, Any]], make_http: MakeHttp
 ) -> tuple[list[tuple[int, str]], JoinMetrics]:
     """An inner join dropping errors, through ``lookup_chunks`` to read the join's metrics."""
-    size = chunk_rows(CAPACITY, 1)
+    size = chunk_rows(CAPACITY)
     chunks = [
         (data[i : i + size], [row["uid"] for row in data[i : i + size]])
         for i in range(0, len(data), size)
