@@ -61,59 +61,55 @@ def redis_binary() -> str:
 
 
 @contextlib.contextmanager
+def _serving(command: list[str], port: int, what: str) -> Iterator[None]:
+    """Run ``command`` until the block ends, once it listens on ``port``."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port, process, what)
+        yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextlib.contextmanager
 def local_redis() -> Iterator[str]:
     """Run a private redis-server; yields its URL (redis://127.0.0.1:PORT/0)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="enrich-redis-") as directory:
-        process = subprocess.Popen(
-            [
-                redis_binary(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                directory,
-                "--logfile",
-                "",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            _wait_for_port(port, process, "redis-server")
+        command = [
+            redis_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+            "--logfile",
+            "",
+        ]
+        with _serving(command, port, "redis-server"):
             yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            process.terminate()
-            process.wait(10)
 
 
 @contextlib.contextmanager
 def dimension_service(latency: float = 0.0, users: int = 100_000) -> Iterator[str]:
     """Run the demo dimension service; yields its base URL (http://127.0.0.1:PORT)."""
     port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "enrich._dimension_service",
-            "--port",
-            str(port),
-            "--latency",
-            str(latency),
-            "--users",
-            str(users),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_for_port(port, process, "the dimension service")
+    command = [
+        sys.executable,
+        "-m",
+        "enrich._dimension_service",
+        "--port",
+        str(port),
+        "--latency",
+        str(latency),
+        "--users",
+        str(users),
+    ]
+    with _serving(command, port, "the dimension service"):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)

@@ -69,8 +69,10 @@ class JoinMetrics:
         rows_out: rows it emitted (1:N rows counted one by one).
         requests: ``lookup_many`` calls made.
         keys_requested: keys sent in those calls.
-        coalesced: records that shared a key already pending or in flight.
-        cache_hits / cache_misses: records answered / not answered by the cache.
+        coalesced: records that shared their key's lookup with another record (the same
+            key in the same chunk, or a key already pending or in flight).
+        cache_hits / cache_misses: keys answered / not answered by the cache (each
+            distinct key of a chunk is looked up in the cache once).
         misses: records whose key was not found.
         null_keys: records whose key was null (they join nothing and ask nothing).
         timeouts: records that ran out of time.
@@ -125,6 +127,7 @@ class JoinMetrics:
             f"rows {self.rows_in}->{self.rows_out}, {self.requests} requests "
             f"({self.keys_per_request:.1f} keys each), coalesced {self.coalesced}, "
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
+            f"null keys {self.null_keys}, "
             f"latency {lat}, timeouts {self.timeouts}, retries {self.retries}, errors {errors}"
         )
 

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
+from ._errors import LookupFailed
 from ._function import AsyncFunction, ResultFuture
 from ._runtime import in_loop_thread
+from ._schema import Schema
 
 
 class _FakeTimer:
@@ -248,8 +250,6 @@ class FakeSource:
         never: Iterable[Any] = (),
         error: BaseException | None = None,
     ) -> None:
-        from ._schema import Schema
-
         self.schema = Schema.of(schema)
         self.data = dict(data or {})
         self._clock = clock
@@ -264,8 +264,6 @@ class FakeSource:
         self.closed = 0
 
     async def lookup_many(self, keys: Any) -> dict[Any, Any]:
-        from ._errors import LookupFailed
-
         keys = list(keys)
         self.requests.append(keys)
         self.in_flight += 1

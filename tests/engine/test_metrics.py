@@ -34,8 +34,9 @@ def test_merge_adds_every_counter_errors_and_latencies() -> None:
 
 
 def test_summary_reads_as_one_line() -> None:
-    m = JoinMetrics(rows_in=10, rows_out=9, requests=2, keys_requested=8)
+    m = JoinMetrics(rows_in=10, rows_out=9, requests=2, keys_requested=8, null_keys=1)
     m.errors["timeout"] = 1
     line = m.summary()
     assert "\n" not in line
     assert "rows 10->9" in line and "4.0 keys each" in line and "timeout=1" in line
+    assert "null keys 1" in line
