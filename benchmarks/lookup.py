@@ -21,8 +21,8 @@ import redis
 import enrich
 from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
-from enrich._dimension_service import user
-from enrich._local import dimension_service, local_redis
+from enrich.demo.dimension_service import user
+from enrich.demo.local import dimension_service, local_redis
 
 from ._report import best_rate, table, write
 

@@ -33,7 +33,7 @@ import redis
 
 from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
-from enrich._local import dimension_service, local_redis
+from enrich.demo.local import dimension_service, local_redis
 
 from ._report import best_rate, table, write
 from .lookup import KEYS, load_users, loads
@@ -168,7 +168,7 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
     from pyspark.sql.types import StructType
 
     from enrich.spark import lookup_join, statistics
-    from enrich.sql import register_lookup
+    from enrich.spark.sql import register_lookup
 
     source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
     df = orders(spark, ROWS, PARTITIONS, seed=7)
@@ -367,7 +367,7 @@ warm-up job and an untimed lookup_join that opens each worker's Redis pool.
 value="json", schema=...), on="user_id", capacity={capacity}, timeout=None)`: mapInArrow,
 keys coalesced and batched into MGETs on each worker's asyncio loop, typed columns `name`,
 `tier`, `credit` added. The SQL row is `SELECT *, dim_user(user_id) AS u FROM orders`
-with `enrich.sql.register_lookup` (an Arrow UDF on the same engine, returning a struct,
+with `enrich.spark.sql.register_lookup` (an Arrow UDF on the same engine, returning a struct,
 always ordered). (a) is a classic row-at-a-time `F.udf` (pickled, not Arrow-optimized)
 returning the same struct: one redis-py `GET` and one JSON decode per row, on {udf_rows:,}
 rows. (b) is `mapInPandas` doing one redis-py (hiredis) `MGET` per Arrow batch (10,000
@@ -375,7 +375,7 @@ rows) and decoding each value into the three typed columns. (c) is `mapInPandas`
 yielding its input unchanged (the ceiling); the mapInArrow passthrough is the same on the
 API `lookup_join` is built on. `keys per lookup_many` is the join's own metric (rows with
 equal keys in flight are coalesced). HTTP: `HttpLookup` against the local dimension
-service (`enrich._local.dimension_service`, one aiohttp process adding {latency:g} ms per
+service (`enrich.demo.local.dimension_service`, one aiohttp process adding {latency:g} ms per
 request), capacity {http_capacity} on one partition, so at most {http_capacity} rows are in
 flight and Little's law caps the task at {bound:,.0f} rows/s; the batch variant POSTs up
 to {http_capacity} keys to `/users/_batch`. The two reference rows drive the same service with

@@ -1,12 +1,10 @@
 """spark-enrich: Flink's async I/O and async lookup joins for PySpark, in pure asyncio.
 
-The engine imports no pyspark; Spark lives in :mod:`enrich.spark` and :mod:`enrich.sql`.
+The engine imports no pyspark; Spark lives in :mod:`enrich.spark` and :mod:`enrich.spark.sql`.
 """
 
 from __future__ import annotations
 
-from ._cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
-from ._clock import Clock as Clock, LoopClock as LoopClock
 from ._errors import (
     DecodeError as DecodeError,
     EnrichError as EnrichError,
@@ -15,31 +13,22 @@ from ._errors import (
     SchemaError as SchemaError,
     SourceUnavailable as SourceUnavailable,
 )
-from ._function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
-from ._join import LookupJoin as LookupJoin, chunk_rows as chunk_rows
-from ._joined import JoinedChunk as JoinedChunk
-from ._lookup import (
-    lookup_chunks as lookup_chunks,
-    lookup_chunks_async as lookup_chunks_async,
-    lookup_rows as lookup_rows,
-)
-from ._metrics import JoinMetrics as JoinMetrics
-from ._model import (
+from .engine.clock import Clock as Clock, LoopClock as LoopClock
+from .engine.function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
+from .engine.model import (
     OperatorStatistics as OperatorStatistics,
     OutputMode as OutputMode,
     Watermark as Watermark,
 )
-from ._retry import (
+from .engine.retry import (
     ExponentialBackoffRetry as ExponentialBackoffRetry,
     FixedDelayRetry as FixedDelayRetry,
     RetryStrategy as RetryStrategy,
     is_retryable as is_retryable,
     retry_on_empty as retry_on_empty,
 )
-from ._runtime import pop_process_local as pop_process_local, process_local as process_local
-from ._schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
-from ._source import LookupSource as LookupSource
-from ._wait import (
+from .engine.runtime import pop_process_local as pop_process_local, process_local as process_local
+from .engine.wait import (
     AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
     AsyncWaitIterator as AsyncWaitIterator,
     ordered_wait as ordered_wait,
@@ -47,6 +36,17 @@ from ._wait import (
     unordered_wait as unordered_wait,
     unordered_wait_async as unordered_wait_async,
 )
+from .lookup.cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
+from .lookup.iterators import (
+    lookup_chunks as lookup_chunks,
+    lookup_chunks_async as lookup_chunks_async,
+    lookup_rows as lookup_rows,
+)
+from .lookup.join import LookupJoin as LookupJoin, chunk_rows as chunk_rows
+from .lookup.joined import JoinedChunk as JoinedChunk
+from .lookup.metrics import JoinMetrics as JoinMetrics
+from .lookup.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
+from .lookup.source import LookupSource as LookupSource
 
 __all__ = (
     # the operator

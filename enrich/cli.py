@@ -20,7 +20,7 @@ from typing import Any
 
 import enrich
 
-from ._runtime import run_sync
+from .engine.runtime import run_sync
 
 LATENCY = 0.005  # seconds: a remote store on a good network
 
@@ -81,7 +81,7 @@ def lookup_demo() -> None:
         return
     import redis
 
-    from ._dimension_service import user
+    from .demo.dimension_service import user
 
     print("2. Lookup joins: orders enriched from Redis (users), then HTTP (credit)\n")
     with _services() as (url, base):
@@ -106,7 +106,7 @@ def lookup_demo() -> None:
 def _services() -> Iterator[tuple[str, str]]:
     """Redis and the dimension service: ENRICH_REDIS_URL / ENRICH_DIMENSION_URL when set
     (docker compose sets them), else private ones started here."""
-    from ._local import dimension_service, local_redis
+    from .demo.local import dimension_service, local_redis
 
     with contextlib.ExitStack() as stack:
         url = os.environ.get("ENRICH_REDIS_URL") or stack.enter_context(local_redis())
@@ -127,13 +127,13 @@ def spark_demo() -> None:
         from connectors.redis import RedisLookup
 
         from . import spark as enrich_spark
-        from .sql import register_lookup
+        from .spark.sql import register_lookup
     except ImportError as exc:
         print(f"3. Spark: skipped ({exc})\n")
         return
     import redis
 
-    from ._dimension_service import user
+    from .demo.dimension_service import user
 
     print("3. Spark: lookup_join on a DataFrame, and the same lookup as a SQL function\n")
     spark = enrich_spark.session(

@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from ._errors import LookupFailed
-from ._function import AsyncFunction, ResultFuture
-from ._runtime import in_loop_thread
-from ._schema import Schema
+from .engine.function import AsyncFunction, ResultFuture
+from .engine.runtime import in_loop_thread
+from .lookup.schema import Schema
 
 
 class _FakeTimer:

@@ -1,6 +1,6 @@
 """spark-submit entry point: register lookup functions, then run a SQL file.
 
-    spark-submit jobs/sql_job.py --config lookups.json --sql enrich.sql
+    spark-submit jobs/sql_job.py --config lookups.json --sql enrich.spark.sql
 
 The config's ``lookups`` become SQL functions (``register_lookup``); its ``input`` (if
 any) is registered as the view ``input``. Statements are separated by ``;``. The last
@@ -26,7 +26,7 @@ def statements(text: str) -> list[str]:
 
 
 def run(spark: Any, config: _config.JobConfig, sql: str) -> Any:
-    from enrich.sql import register_lookup
+    from enrich.spark.sql import register_lookup
 
     for name, settings in config.lookups.items():
         options = dict(settings)

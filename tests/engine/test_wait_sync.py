@@ -12,7 +12,7 @@ import pytest
 
 import enrich
 from enrich import AsyncFunction, ResultFuture, ordered_wait, unordered_wait
-from enrich._runtime import get_loop, run_sync
+from enrich.engine.runtime import get_loop, run_sync
 from enrich.testing import FakeClock, FakeFunction, ManualFunction
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors._http_body import parse_path, pick, to_rows
-from connectors._http_errors import parse_retry_after
-from connectors._http_url import KeyShapeError, UrlTemplate, redact
+from connectors.http.body import parse_path, pick, to_rows
+from connectors.http.errors import parse_retry_after
+from connectors.http.url import KeyShapeError, UrlTemplate, redact
 from enrich import DecodeError, Schema
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 GMT

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from connectors.http import HttpLookup
-from enrich._runtime import run_sync
+from enrich.engine.runtime import run_sync
 from tests.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 

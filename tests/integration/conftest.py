@@ -12,7 +12,7 @@ import redis
 
 from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
-from enrich._runtime import run_sync
+from enrich.engine.runtime import run_sync
 from tests.support.http_fixtures import http_server, http_server_session
 from tests.support.http_server import HttpTestServer
 from tests.support.redis_fixtures import (

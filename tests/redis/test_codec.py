@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from connectors._redis_codec import decode, plan
-from connectors._redis_config import (
+from connectors.redis.codec import decode, plan
+from connectors.redis.config import (
     ConnectionSettings,
     Endpoint,
     KeyTemplate,

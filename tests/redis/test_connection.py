@@ -8,8 +8,8 @@ import pytest
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.exceptions import DataError
 
-from connectors import _redis_connection
-from connectors._redis_connection import (
+from connectors.redis import connection as _redis_connection
+from connectors.redis.connection import (
     HiredisPackingConnection,
     HiredisPackingSSLConnection,
     connection_class,

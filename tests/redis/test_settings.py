@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import connectors.redis
-from connectors._redis_codec import Command, pack
-from connectors._redis_config import KeyTemplate, mask_secrets
 from connectors.redis import RedisLookup
+from connectors.redis.codec import Command, pack
+from connectors.redis.config import KeyTemplate, mask_secrets
 
 URL = "redis://127.0.0.1:6390/0"
 GOOD: dict[str, Any] = {"key_template": "k:{}", "value": "json", "schema": "a int, b string"}

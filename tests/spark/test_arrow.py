@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import JoinMetrics, OutputMode
-from enrich._spark_arrow import JoinPlan, enrich_batches, lookup_structs
+from enrich.spark.arrow import JoinPlan, enrich_batches, lookup_structs
 from enrich.testing import FakeSource
 
 pytestmark = pytest.mark.timeout(30)

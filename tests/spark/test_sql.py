@@ -1,4 +1,4 @@
-"""register_lookup: the SQL patterns of enrich.sql's docstring, on a batch query."""
+"""register_lookup: the SQL patterns of enrich.spark.sql's docstring, on a batch query."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import statistics
-from enrich.sql import register_lookup
+from enrich.spark.sql import register_lookup
 from enrich.testing import FakeSource
 from tests.spark.sources import PidSource
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from ._cache import LookupCache
-from ._join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
-from ._joined import JoinedChunk
-from ._lookup import lookup_chunks
-from ._model import OutputMode
-from ._retry import RetryStrategy
-from ._source import LookupSource
-from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+from ..engine.model import OutputMode
+from ..engine.retry import RetryStrategy
+from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+from ..lookup.cache import LookupCache
+from ..lookup.iterators import lookup_chunks
+from ..lookup.join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
+from ..lookup.joined import JoinedChunk
+from ..lookup.source import LookupSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),

@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
-from ._cache import MISS, CacheStatistics, LookupCache
-from ._clock import Clock, LoopClock, Timer
-from ._errors import DecodeError, LookupTimeout
-from ._function import AsyncFunction, ResultFuture
-from ._joined import NULL_KEY, Failed, JoinedChunk, as_rows, assemble, error_kind
-from ._metrics import JoinMetrics
-from ._retry import RetryStrategy
-from ._source import LookupSource
+from .._errors import DecodeError, LookupTimeout
+from ..engine.clock import Clock, LoopClock, Timer
+from ..engine.function import AsyncFunction, ResultFuture
+from ..engine.retry import RetryStrategy
+from .cache import MISS, CacheStatistics, LookupCache
+from .joined import NULL_KEY, Failed, JoinedChunk, as_rows, assemble, error_kind
+from .metrics import JoinMetrics
+from .source import LookupSource
 
 log = logging.getLogger("enrich.lookup")
 

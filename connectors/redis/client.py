@@ -26,11 +26,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from enrich import LookupFailed, SourceUnavailable
-from enrich._runtime import pop_process_local, process_local
+from enrich.engine.runtime import pop_process_local, process_local
 
-from ._redis_codec import Command
-from ._redis_config import ConnectionSettings, Endpoint, mask_secrets
-from ._redis_connection import connection_class
+from .codec import Command
+from .config import ConnectionSettings, Endpoint, mask_secrets
+from .connection import connection_class
 
 _log = logging.getLogger("connectors.redis")
 

@@ -17,7 +17,7 @@ from redis.crc import key_slot
 
 from enrich import DecodeError, Schema
 
-from ._redis_config import LookupSettings, ValueFormat
+from .config import LookupSettings, ValueFormat
 
 try:
     import orjson

@@ -7,20 +7,20 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Se
 from itertools import islice
 from typing import Any
 
-from ._cache import LookupCache
-from ._clock import Clock
-from ._errors import DecodeError
-from ._join import DEFAULT_MAX_BATCH, LookupJoin, chunk_rows
-from ._model import OutputMode
-from ._retry import RetryStrategy
-from ._source import LookupSource
-from ._wait import (
+from .._errors import DecodeError
+from ..engine.clock import Clock
+from ..engine.model import OutputMode
+from ..engine.retry import RetryStrategy
+from ..engine.wait import (
     DEFAULT_CAPACITY,
     DEFAULT_TIMEOUT,
     AsyncWaitAsyncIterator,
     AsyncWaitIterator,
     _aiter,
 )
+from .cache import LookupCache
+from .join import DEFAULT_MAX_BATCH, LookupJoin, chunk_rows
+from .source import LookupSource
 
 Chunk = tuple[Any, Sequence[Any]]
 

@@ -52,14 +52,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
     ) from exc
 
-from ._cache import LookupCache
-from ._join import DEFAULT_MAX_BATCH, LookupJoin
-from ._metrics import JoinMetrics
-from ._model import OutputMode
-from ._retry import RetryStrategy
-from ._source import LookupSource
-from ._spark_arrow import JoinPlan, enrich_batches
-from ._spark_metrics import (
+from ..engine.model import OutputMode
+from ..engine.retry import RetryStrategy
+from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..lookup.cache import LookupCache
+from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
+from ..lookup.metrics import JoinMetrics
+from ..lookup.source import LookupSource
+from .arrow import JoinPlan, enrich_batches
+from .metrics import (
     EnrichMetricsListener,
     batch_statistics,
     names,
@@ -67,7 +68,6 @@ from ._spark_metrics import (
     register,
     statistics as _statistics,
 )
-from ._wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
 
 __all__ = (
     "lookup_join",

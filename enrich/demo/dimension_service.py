@@ -5,7 +5,7 @@
 an object id -> document (absent ids left out). ``--latency`` seconds are added to every
 request, as a remote service would.
 
-Run: ``python -m enrich._dimension_service --port 8080 --latency 0.005``.
+Run: ``python -m enrich.demo.dimension_service --port 8080 --latency 0.005``.
 """
 
 from __future__ import annotations

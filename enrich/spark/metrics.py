@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ._metrics import JoinMetrics
+from ..lookup.metrics import JoinMetrics
 
 log = logging.getLogger("enrich.spark")
 

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from ._errors import LookupTimeout
+from .._errors import LookupTimeout
 
 
 class ResultFuture:

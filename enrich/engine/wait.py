@@ -22,12 +22,12 @@ from collections.abc import (
 from itertools import chain, islice
 from typing import Any
 
-from ._clock import Clock, LoopClock
-from ._function import AsyncFunction, as_async_function
-from ._model import OperatorStatistics, OutputMode
-from ._operator import Operator
-from ._retry import RetryStrategy
-from ._runtime import get_loop, in_loop_thread
+from .clock import Clock, LoopClock
+from .function import AsyncFunction, as_async_function
+from .model import OperatorStatistics, OutputMode
+from .operator import Operator
+from .retry import RetryStrategy
+from .runtime import get_loop, in_loop_thread
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_CAPACITY = 100

@@ -28,7 +28,7 @@ to the key's document (null or absent: a miss). Composite (tuple) keys are sent 
 arrays and answered under their compact JSON text (``'["acme","u1"]'``).
 
 Answers: 200 decodes the JSON (orjson when installed); an object is one row, an array is
-several rows (1:N). 404 is a miss. Errors follow :mod:`connectors._http_errors`: 429/503
+several rows (1:N). 404 is a miss. Errors follow :mod:`connectors.http.errors`: 429/503
 carry the ``Retry-After`` hint in ``LookupFailed.retry_after``; other 5xx, timeouts and
 dropped connections are retryable; 401/403 and other 4xx are not. The connector makes one
 attempt per call: the engine retries, honouring ``retry_after``.
@@ -52,19 +52,19 @@ import yarl
 from asyncio_throttle.throttler import Throttler
 
 from enrich import DecodeError, LookupFailed, Schema
-from enrich._runtime import pop_process_local, process_local
-from enrich._schema import SchemaLike
+from enrich.engine.runtime import pop_process_local, process_local
+from enrich.lookup.schema import SchemaLike
 
-from . import _http_body as body
-from ._http_errors import parse_retry_after, status_error, transport_error
-from ._http_settings import (
+from . import body
+from .errors import parse_retry_after, status_error, transport_error
+from .settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_METHOD,
     DEFAULT_TIMEOUT,
     Settings,
 )
-from ._http_url import MASK, KeyShapeError
+from .url import MASK, KeyShapeError
 
 __all__ = ("HttpLookup",)
 
@@ -82,7 +82,7 @@ class HttpLookup:
     Guarantees:
 
     * A key fills its URL slot percent-encoded: it can never change the scheme, host,
-      port, or the path and query structure of the request (see ``connectors._http_url``).
+      port, or the path and query structure of the request (see ``connectors.http.url``).
     * Per-key mode: each key gets one request and fails alone (its value is the
       ``LookupFailed`` or ``DecodeError``); at most ``max_connections`` requests are in
       flight per process and, with ``rate_limit``, at most that many start per second

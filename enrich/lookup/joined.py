@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._cache import MISS
-from ._errors import LookupTimeout
-from ._metrics import JoinMetrics
+from .._errors import LookupTimeout
+from .cache import MISS
+from .metrics import JoinMetrics
 
 log = logging.getLogger("enrich.lookup")
 

@@ -42,11 +42,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from enrich import LookupFailed, Schema
-from enrich._schema import SchemaLike
+from enrich.lookup.schema import SchemaLike
 
-from . import _redis_client, _redis_codec
-from ._redis_codec import Command
-from ._redis_config import (
+from . import client, codec
+from .codec import Command
+from .config import (
     DEFAULT_KEY_ENCODING,
     DEFAULT_MAX_BATCH,
     DEFAULT_POOL_SIZE,
@@ -166,27 +166,25 @@ class RedisLookup:
                 )
         if not wanted:
             return results
-        commands = _redis_codec.plan(settings, wanted, cluster=endpoint.cluster)
-        batches = _redis_codec.pack(commands, settings.max_batch)
-        handle = _redis_client.client_for(settings.connection)
-        replies = await _redis_client.execute(handle, batches, endpoint)
+        commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
+        batches = codec.pack(commands, settings.max_batch)
+        handle = client.client_for(settings.connection)
+        replies = await client.execute(handle, batches, endpoint)
         denied: list[Command] = []
         for batch, batch_replies in zip(batches, replies, strict=True):
             for command, reply in zip(batch, batch_replies, strict=True):
                 if isinstance(reply, Exception):
-                    if len(command.keys) > 1 and _redis_client.is_denied(reply):
+                    if len(command.keys) > 1 and client.is_denied(reply):
                         denied.append(command)  # one denied key refuses the whole MGET
                         continue
                     for key in command.keys:
-                        results[key] = _redis_client.translate(reply, endpoint, key=key)
+                        results[key] = client.translate(reply, endpoint, key=key)
                 else:
-                    results.update(_redis_codec.decode(command, reply, settings, self.schema))
+                    results.update(codec.decode(command, reply, settings, self.schema))
         if denied:
             # Ask again key by key, so that only the denied keys fail.
             singles = [
-                _redis_codec.single(command, i)
-                for command in denied
-                for i in range(len(command.keys))
+                codec.single(command, i) for command in denied for i in range(len(command.keys))
             ]
             await self._run_commands(handle, singles, endpoint, results)
         return results
@@ -198,22 +196,22 @@ class RedisLookup:
         endpoint: Any,
         results: dict[Any, Any],
     ) -> None:
-        batches = _redis_codec.pack(commands, self._settings.max_batch)
-        replies = await _redis_client.execute(handle, batches, endpoint)
+        batches = codec.pack(commands, self._settings.max_batch)
+        replies = await client.execute(handle, batches, endpoint)
         for batch, batch_replies in zip(batches, replies, strict=True):
             for command, reply in zip(batch, batch_replies, strict=True):
                 if isinstance(reply, Exception):
                     for key in command.keys:
-                        results[key] = _redis_client.translate(reply, endpoint, key=key)
+                        results[key] = client.translate(reply, endpoint, key=key)
                 else:
-                    results.update(_redis_codec.decode(command, reply, self._settings, self.schema))
+                    results.update(codec.decode(command, reply, self._settings, self.schema))
 
     async def aclose(self) -> None:
         """Close this process's client for these settings on the running loop.
 
         A later ``lookup_many`` opens a new one. Copies sharing the pool lose it too.
         """
-        await _redis_client.close_client(self._settings.connection)
+        await client.close_client(self._settings.connection)
 
     def __repr__(self) -> str:
         s = self._settings

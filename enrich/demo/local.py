@@ -103,7 +103,7 @@ def dimension_service(latency: float = 0.0, users: int = 100_000) -> Iterator[st
     command = [
         sys.executable,
         "-m",
-        "enrich._dimension_service",
+        "enrich.demo.dimension_service",
         "--port",
         str(port),
         "--latency",

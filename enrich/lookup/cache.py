@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._runtime import process_local
+from ..engine.runtime import process_local
 
 # What a cached miss holds, to tell it apart from an absent key.
 MISS: Any = object()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._schema import Schema
+from .schema import Schema
 
 
 @runtime_checkable

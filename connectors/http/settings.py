@@ -11,8 +11,8 @@ import aiohttp
 
 from enrich import Schema
 
-from . import _http_body as body
-from ._http_url import MASK, UrlTemplate
+from . import body
+from .url import MASK, UrlTemplate
 
 DEFAULT_METHOD = "GET"
 DEFAULT_MAX_CONNECTIONS = 100

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ._errors import DecodeError, SchemaError
+from .._errors import DecodeError, SchemaError
 
 # Canonical type names and their accepted spellings (Spark's DDL keywords).
 _ALIASES = {

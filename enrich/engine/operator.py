@@ -20,20 +20,20 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from ._clock import Clock, Timer
-from ._eager import EagerRunner
-from ._errors import LookupTimeout
-from ._function import (
+from .._errors import LookupTimeout
+from .clock import Clock, Timer
+from .eager import EagerRunner
+from .function import (
     AsyncFunction,
     ResultFuture,
     has_default_error_handler,
     has_default_timeout,
     invoke_style,
 )
-from ._model import OperatorStatistics, OutputMode, Watermark
-from ._queue import Entry, OrderedQueue, UnorderedQueue
-from ._retry import RetryStrategy
-from ._runtime import maybe_await
+from .model import OperatorStatistics, OutputMode, Watermark
+from .queue import Entry, OrderedQueue, UnorderedQueue
+from .retry import RetryStrategy
+from .runtime import maybe_await
 
 log = logging.getLogger("enrich.operator")
 

@@ -1,0 +1,1 @@
+"""Local services for the demo, the examples and the benchmarks (not the library)."""
