@@ -18,8 +18,14 @@ DEFAULT_METHOD = "GET"
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_BATCH = 100
+# One answer's body larger than this fails its key (its batch, in batch mode).
+DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
+DEFAULT_FOLLOW_REDIRECTS = "never"
 
 _METHODS = ("GET", "POST")
+# "never": a 3xx is the key's error. "same-origin": follow to the same scheme, host and
+# port only, where the configured headers may go; anywhere else is refused.
+_REDIRECT_POLICIES = ("never", "same-origin")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +48,8 @@ class Settings:
     timeout: float
     path: body.Path
     fields: tuple[tuple[str, body.Path], ...]
+    follow_redirects: str = DEFAULT_FOLLOW_REDIRECTS
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
     @classmethod
     def build(
@@ -59,6 +67,8 @@ class Settings:
         timeout: float,
         path: str | None,
         fields: Mapping[str, str] | None,
+        follow_redirects: str = DEFAULT_FOLLOW_REDIRECTS,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> Settings:
         """Validate ``HttpLookup``'s arguments.
 
@@ -89,7 +99,15 @@ class Settings:
             timeout=_positive_float("timeout", timeout),
             path=body.parse_path(path, name="path"),
             fields=_check_fields(fields, schema),
+            follow_redirects=_redirect_policy(follow_redirects),
+            max_value_bytes=_positive_int("max_value_bytes", max_value_bytes),
         )
+
+
+def _redirect_policy(value: str) -> str:
+    if value not in _REDIRECT_POLICIES:
+        raise ValueError(f"follow_redirects must be one of {_REDIRECT_POLICIES}, got {value!r}")
+    return value
 
 
 def _basic_auth(auth: tuple[str, str] | aiohttp.BasicAuth) -> str:
