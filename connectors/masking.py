@@ -16,7 +16,7 @@ a secret given in any form the drivers accept stays out of ``repr()``, errors an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 MASK = "***"
 
@@ -28,12 +28,9 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-# "password=abc", "api_key = abc" outside URLs (driver messages, config lines).
-_PAIR_IN_TEXT = re.compile(
-    r"(?P<name>\b[\w-]*(?:passw(?:or)?d|pwd|token|secret|api[-_]?key|auth|credentials?|sig)"
-    r"[\w-]*)(?P<sep>\s*=\s*)(?P<value>[^\s&,;'\"]+)",
-    re.IGNORECASE,
-)
+# "name=value" outside URLs (driver messages, config lines); masked when the name is
+# secret-looking (is_secret_name).
+_PAIR_IN_TEXT = re.compile(r"(?P<name>[\w.-]+)(?P<sep>\s*=\s*)(?P<value>[^\s&,;'\"]+)")
 # "Authorization: Bearer abc" (a header line quoted in a message): the rest of the line.
 _HEADER_IN_TEXT = re.compile(
     r"(?P<name>\b(?:proxy-)?authorization|\b(?:set-)?cookie|\bx-[\w-]*(?:key|token|secret))"
@@ -86,11 +83,7 @@ def mask_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         masked = masked.replace(secret, MASK)
     masked = _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0), keep_user=True), masked)
-    for pattern in (_PAIR_IN_TEXT, _HEADER_IN_TEXT):
-        masked = pattern.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", masked)
-    return masked
-
-
-def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """``headers`` with the value of every secret-looking name (:func:`is_secret_name`) masked."""
-    return {name: MASK if is_secret_name(name) else value for name, value in headers.items()}
+    masked = _PAIR_IN_TEXT.sub(
+        lambda m: f"{m['name']}{m['sep']}{MASK}" if is_secret_name(m["name"]) else m[0], masked
+    )
+    return _HEADER_IN_TEXT.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", masked)

@@ -23,7 +23,7 @@ from redis import exceptions as rx
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 
 from connectors.masking import mask_text
@@ -59,9 +59,11 @@ class ClientHandle:
 
     async def aclose(self) -> None:
         """Close the client's connections, and the sentinels' when there are any."""
-        await self.client.aclose()
-        if self.sentinel is not None:
-            await self.sentinel.aclose()
+        try:
+            await self.client.aclose()
+        finally:
+            if self.sentinel is not None:
+                await self.sentinel.aclose()
 
 
 def _pool_key(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Hashable:
@@ -116,6 +118,9 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
                 "password": endpoint.sentinel_password,
                 "socket_timeout": settings.timeout,
                 "socket_connect_timeout": settings.timeout,
+                # redis-py's default backs off for seconds on an unreachable sentinel;
+                # the other sentinels are asked next, and retrying is the engine's job.
+                "retry": Retry(NoBackoff(), 0),
             },
         )
         # The pool asks the sentinels for the master's address on every new connection,
@@ -123,6 +128,7 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
         # waits when its connections run out: the limiter keeps pipelines within it.
         client = sentinel.master_for(
             endpoint.service or "",
+            connection_pool_class=_OneQuestionAtATime,
             max_connections=settings.pool_size,
             db=endpoint.db,
             retry=retry,
@@ -151,6 +157,24 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
         )
         client = Redis.from_pool(pool)
     return ClientHandle(client=client, loop=loop, limiter=limiter)
+
+
+class _OneQuestionAtATime(SentinelConnectionPool):
+    """A Sentinel pool that asks the sentinels for the master one question at a time.
+
+    After a failover every pooled connection reconnects at once, and redis-py would ask
+    the sentinels once per connection, concurrently: a burst of sentinel connections
+    for one answer, some of which redis-py loses track of (never closed). One question
+    at a time gives the same answer to all of them.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._asking = asyncio.Lock()
+
+    async def get_master_address(self) -> Any:
+        async with self._asking:
+            return await super().get_master_address()
 
 
 async def execute(
