@@ -45,7 +45,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import yarl
@@ -70,6 +70,7 @@ from .settings import (
     DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_METHOD,
     DEFAULT_TIMEOUT,
+    RedirectPolicy,
     Settings,
 )
 from .url import MASK, KeyShapeError
@@ -147,7 +148,7 @@ class HttpLookup:
         timeout: float = DEFAULT_TIMEOUT,
         path: str | None = None,
         fields: Mapping[str, str] | None = None,
-        follow_redirects: Literal["never", "same-origin"] = DEFAULT_FOLLOW_REDIRECTS,
+        follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.schema = Schema.of(schema)

@@ -99,9 +99,7 @@ def redirect_error(status: int, location: str, *, target: str, key: Any, why: st
 
 def too_large_error(limit: int, *, target: str, key: Any, declared: int | None) -> LookupFailed:
     """The error for a body longer than ``max_value_bytes``: its reading was stopped."""
-    seen = (
-        f"Content-Length {declared}" if declared is not None else "reading stopped at the limit"
-    )
+    seen = f"Content-Length {declared}" if declared is not None else "reading stopped at the limit"
     return LookupFailed(
         f"{_where(target, key)}: answer larger than max_value_bytes={limit} ({seen})",
         key=key,

@@ -6,6 +6,7 @@ import base64
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import aiohttp
 
@@ -20,7 +21,8 @@ DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_BATCH = 100
 # One answer's body larger than this fails its key (its batch, in batch mode).
 DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
-DEFAULT_FOLLOW_REDIRECTS = "never"
+RedirectPolicy = Literal["never", "same-origin"]
+DEFAULT_FOLLOW_REDIRECTS: RedirectPolicy = "never"
 
 _METHODS = ("GET", "POST")
 # "never": a 3xx is the key's error. "same-origin": follow to the same scheme, host and
@@ -48,7 +50,7 @@ class Settings:
     timeout: float
     path: body.Path
     fields: tuple[tuple[str, body.Path], ...]
-    follow_redirects: str = DEFAULT_FOLLOW_REDIRECTS
+    follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
     @classmethod
@@ -67,7 +69,7 @@ class Settings:
         timeout: float,
         path: str | None,
         fields: Mapping[str, str] | None,
-        follow_redirects: str = DEFAULT_FOLLOW_REDIRECTS,
+        follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> Settings:
         """Validate ``HttpLookup``'s arguments.
@@ -104,7 +106,7 @@ class Settings:
         )
 
 
-def _redirect_policy(value: str) -> str:
+def _redirect_policy(value: RedirectPolicy) -> RedirectPolicy:
     if value not in _REDIRECT_POLICIES:
         raise ValueError(f"follow_redirects must be one of {_REDIRECT_POLICIES}, got {value!r}")
     return value

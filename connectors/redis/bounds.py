@@ -56,8 +56,7 @@ def _hash_size(reply: Any) -> int:
 def _too_large(key: Any, redis_key: bytes, size: int, limit: int, where: str) -> LookupFailed:
     shown = redis_key if len(redis_key) <= 60 else redis_key[:57] + b"..."
     return LookupFailed(
-        f"{where}: value of redis key {shown!r} is {size} bytes, more than "
-        f"max_value_bytes={limit}",
+        f"{where}: value of redis key {shown!r} is {size} bytes, more than max_value_bytes={limit}",
         key=key,
         kind="too_large",
         retryable=False,

@@ -111,7 +111,8 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
     retry = Retry(NoBackoff(), 1, supported_errors=(rx.ConnectionError,))
     limiter = asyncio.Semaphore(settings.pool_size)
     if endpoint.is_sentinel:
-        sentinel = Sentinel(
+        # redis.asyncio.sentinel has no annotations (hence the ignores below).
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
             list(endpoint.sentinels),
             sentinel_kwargs={
                 "username": endpoint.sentinel_username,
@@ -169,12 +170,12 @@ class _OneQuestionAtATime(SentinelConnectionPool):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._asking = asyncio.Lock()
 
     async def get_master_address(self) -> Any:
         async with self._asking:
-            return await super().get_master_address()
+            return await super().get_master_address()  # type: ignore[no-untyped-call]
 
 
 async def execute(

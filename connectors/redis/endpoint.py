@@ -123,15 +123,14 @@ class Endpoint:
                 raise ValueError(f"{name} is given both in url and as {name}=: {shown!r}")
             if given[name] is None:
                 given[name] = value
-        common = {
-            "username": given["username"],
-            "password": given["password"] or None,
-        }
+        user, secret = given["username"], given["password"] or None
         hosts_text = parts.netloc.rpartition("@")[2]
         if scheme == "redis+sentinel":
             if cluster:
                 raise ValueError(f"cluster=True does not go with a Sentinel url: {shown!r}")
-            sentinels = tuple(_address(h, DEFAULT_SENTINEL_PORT, shown) for h in hosts_text.split(","))
+            sentinels = tuple(
+                _address(h, DEFAULT_SENTINEL_PORT, shown) for h in hosts_text.split(",")
+            )
             service, _, db_text = parts.path.strip("/").partition("/")
             if not service:
                 raise ValueError(
@@ -148,7 +147,8 @@ class Endpoint:
                 service=unquote(service),
                 sentinel_username=given["sentinel_username"],
                 sentinel_password=given["sentinel_password"] or None,
-                **common,
+                username=user,
+                password=secret,
             )
         for name in ("sentinel_username", "sentinel_password"):
             if given[name] is not None:
@@ -158,7 +158,13 @@ class Endpoint:
         if cluster and db != 0:
             raise ValueError(f"url must use database 0 with cluster=True, got {shown!r}")
         return cls(
-            host=host, port=port, db=db, tls=_SCHEMES[scheme], cluster=cluster, **common
+            host=host,
+            port=port,
+            db=db,
+            tls=_SCHEMES[scheme],
+            cluster=cluster,
+            username=user,
+            password=secret,
         )
 
 

@@ -56,7 +56,10 @@ def test_expand_rejects_keys_that_do_not_fit(key: object) -> None:
         ("http://svc/u/{}?flag&empty=", "http://svc/u/{}?flag&empty="),
         ("http://svc/u/{}#frag", "http://svc/u/{}#***"),
         ("http://tok3n@svc/u", "http://***@svc/u"),
-        ("https://svc/u?X-Amz-Signature=abc&sig=d&access_token=e", "https://svc/u?X-Amz-Signature=***&sig=***&access_token=***"),
+        (
+            "https://svc/u?X-Amz-Signature=abc&sig=d&access_token=e",
+            "https://svc/u?X-Amz-Signature=***&sig=***&access_token=***",
+        ),
         ("http://svc/u?x=1#frag", "http://svc/u?x=***#***"),
     ],
 )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import enrich
-from enrich.engine.runtime import run_sync
 from connectors.redis import RedisLookup
+from enrich.engine.runtime import run_sync
 from tests.support.redis_sentinel import SentinelTopology, start_sentinel_topology
 from tests.support.redis_server import RedisUnavailable
 
