@@ -9,6 +9,7 @@ import pytest
 import enrich
 from connectors.http import HttpLookup
 from enrich import LookupFailed
+from enrich.engine.runtime import run_sync
 from tests.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
@@ -31,11 +32,14 @@ def test_a_redirect_elsewhere_is_refused_and_the_row_gets_the_reason(
         http_server.url("/users/{}"), schema="name string", headers={"X-Api-Key": API_KEY}
     )
 
-    rows = list(
-        enrich.lookup_rows(
-            [{"id": "k"}, {"id": "ok"}], source, on="id", on_error="error_column", timeout=5.0
+    try:
+        rows = list(
+            enrich.lookup_rows(
+                [{"id": "k"}, {"id": "ok"}], source, on="id", on_error="error_column", timeout=5.0
+            )
         )
-    )
+    finally:
+        run_sync(source.aclose, timeout=10)
 
     assert rows[1] == {"id": "ok", "name": "Ada", "enrich_error": None}
     assert rows[0]["name"] is None
