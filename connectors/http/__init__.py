@@ -294,11 +294,14 @@ class HttpLookup:
                         if key is not None and status in (404, 204):
                             return None
                         if 300 <= status < 400 and "Location" in response.headers:
-                            url, why = _redirect(url, response.headers["Location"], settings, hops)
-                            if why is not None:
+                            location = response.headers["Location"]
+                            to, why = _redirect(url, location, settings, hops)
+                            if to is None or why is not None:
+                                shown = location if to is None else str(to)
                                 raise redirect_error(
-                                    status, str(url), target=target, key=key, why=why
+                                    status, shown, target=target, key=key, why=why or ""
                                 )
+                            url = to
                             if status == 303 or (status in (301, 302) and method == "POST"):
                                 method, data = "GET", None  # as browsers and curl do
                             continue
@@ -385,12 +388,12 @@ _MAX_REDIRECTS = 5
 
 def _redirect(
     url: yarl.URL, location: str, settings: Settings, hops: int
-) -> tuple[yarl.URL, str | None]:
-    """Where a redirect points, and why it is refused (None: follow it)."""
+) -> tuple[yarl.URL | None, str | None]:
+    """Where a redirect points (None: nowhere readable), and why it is refused (None: follow)."""
     try:
         target = url.join(yarl.URL(location))
     except ValueError:
-        return url, "the Location header is not a URL"
+        return None, "the Location header is not a URL"
     if settings.follow_redirects == "never":
         return target, "follow_redirects='never'"
     if target.scheme != url.scheme or target.host != url.host or target.port != url.port:
