@@ -291,6 +291,7 @@ class HttpLookup:
                         status = response.status
                         if 200 <= status < 300 and status != 204:
                             return await body.read_bounded(response, settings.max_value_bytes)
+                        await body.drain(response)
                         if key is not None and status in (404, 204):
                             return None
                         if 300 <= status < 400 and "Location" in response.headers:

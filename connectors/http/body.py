@@ -91,6 +91,20 @@ async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+_DRAIN_LIMIT = 64 * 1024
+
+
+async def drain(response: aiohttp.ClientResponse) -> None:
+    """Read and drop a small unwanted body (a 404's, an error's), keeping its connection.
+
+    aiohttp can only reuse a connection whose body was read to the end; a body that is
+    large or of unknown length is left alone, and its connection is closed instead.
+    """
+    declared = response.content_length
+    if declared is not None and declared <= _DRAIN_LIMIT:
+        await response.read()
+
+
 def parse_path(text: str | None, *, name: str) -> Path:
     """Split a dotted path; ``None`` or ``""`` is the empty path (the document itself).
 
