@@ -369,6 +369,9 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         )
         self._operator = op
         await op.open()
+        # An async input may suspend before its next item: admit each item as it comes,
+        # so that none waits for the next one (a plain iterable is taken in chunks).
+        most = 1 if isinstance(self._inputs, AsyncIterable) else MAX_CHUNK
         inputs = _aiter(self._inputs)
         credit = self._credit
         held = _NOTHING  # an input waiting for credit
@@ -377,7 +380,7 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         try:
             while True:
                 chunk: list[Any] = []
-                while credit.left > 0 and not exhausted and len(chunk) < MAX_CHUNK:
+                while credit.left > 0 and not exhausted and len(chunk) < most:
                     if held is _NOTHING:
                         try:
                             held = await inputs.__anext__()
