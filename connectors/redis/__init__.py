@@ -237,7 +237,9 @@ class RedisLookup:
             else:
                 results.update(codec.decode(command, reply, self._settings, self.schema))
 
-    async def _ask_singly(self, handle: Any, denied: list[Command], results: dict[Any, Any]) -> None:
+    async def _ask_singly(
+        self, handle: Any, denied: list[Command], results: dict[Any, Any]
+    ) -> None:
         # Ask again key by key, so that only the denied keys fail.
         singles = [codec.single(command, i) for command in denied for i in range(len(command.keys))]
         await self._run_commands(handle, singles, self._settings.connection.endpoint, results)

@@ -92,7 +92,9 @@ async def answers_as_completed(
     errors inside it and return them as its answer. The awaitables still running when
     the iteration stops, whatever stops it, are cancelled.
     """
-    tasks = {asyncio.ensure_future(call): key for key, call in calls.items()}
+    tasks: dict[asyncio.Future[Any], Any] = {
+        asyncio.ensure_future(call): key for key, call in calls.items()
+    }
     finished: list[asyncio.Future[Any]] = []
     arrived = asyncio.Event()
 

@@ -17,8 +17,9 @@ async def collect(clock: FakeClock, it: Any) -> list[tuple[Any, list[int], list[
     """Every JoinedChunk as (tag, indices, errors or rows, when it came out)."""
     out = []
     async for chunk in it:
-        values = chunk.errors if chunk.errors is not None else chunk.rows
-        out.append((chunk.tag, chunk.indices, list(zip(chunk.rows, values)), clock.now()))
+        errors = chunk.errors if chunk.errors is not None else [None] * len(chunk.rows)
+        pairs = list(zip(chunk.rows, errors, strict=True))
+        out.append((chunk.tag, chunk.indices, pairs, clock.now()))
     return out
 
 

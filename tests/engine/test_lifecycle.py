@@ -20,9 +20,7 @@ def slow_after_ten(value: int) -> float:
 def test_breaking_out_and_dropping_the_iterator_closes_once(wait: object) -> None:
     fn = FakeFunction(latency=slow_after_ten)  # 40 calls are in flight at the break
     it = wait(range(10**9), fn, capacity=50)  # type: ignore[operator]
-    seen = 0
-    for _ in it:
-        seen += 1
+    for seen, _ in enumerate(it, 1):
         if seen == 10:
             break
     run = it._run  # the run's state outlives the dropped iterator

@@ -39,9 +39,7 @@ def test_a_final_http_error_costs_one_request(
     else:
         http_server.fail(key, 400)
     source = make_http(schema="name string, credit double")
-    out = list(
-        lookup_rows([{"uid": key}], source, on="uid", on_error="error_column", retry=RETRY)
-    )
+    out = list(lookup_rows([{"uid": key}], source, on="uid", on_error="error_column", retry=RETRY))
     assert len(out) == 1 and out[0]["enrich_error"].startswith(reason), out
     assert requests_for(http_server, key) == 1
 
@@ -56,9 +54,7 @@ def test_a_503_is_still_retried_up_to_the_attempts(
     http_server: HttpTestServer, make_http: MakeHttp
 ) -> None:
     http_server.fail("busy", 503)
-    out = list(
-        lookup_rows([{"uid": "busy"}], make_http(), on="uid", on_error="null", retry=RETRY)
-    )
+    out = list(lookup_rows([{"uid": "busy"}], make_http(), on="uid", on_error="null", retry=RETRY))
     assert out == [{"uid": "busy", "name": None, "age": None}]
     assert requests_for(http_server, "busy") == 4
 
