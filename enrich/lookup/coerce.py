@@ -219,7 +219,7 @@ def _decimal(precision: int, scale: int) -> Converter:
         if not value.is_finite():
             raise ValueError("not finite")
         value = value.quantize(quantum, rounding=ROUND_HALF_UP, context=_DECIMAL_CONTEXT)
-        if abs(value) >= limit:
+        if value.copy_abs() >= limit:  # copy_abs: exact (abs() rounds to 28 digits)
             raise OverflowError(f"more than {precision - scale} digits before the point")
         return value
 

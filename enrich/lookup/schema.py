@@ -140,7 +140,7 @@ class Schema:
         return hash(self.fields)
 
     def __repr__(self) -> str:
-        return f"Schema({self.ddl()!r})"
+        return f"Schema({', '.join(f.ddl(plain=True) for f in self.fields)!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Schema, (self.fields,))

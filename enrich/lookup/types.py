@@ -11,6 +11,7 @@ Nothing here imports pyarrow or pyspark: :mod:`enrich.lookup.arrow_types` and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,13 +136,18 @@ class Field:
         elif not isinstance(self.type, DataType):
             raise SchemaError(f"field {self.name!r}: not a type: {self.type!r}")
 
-    def ddl(self, colon: str = "") -> str:
-        text = f"{quote(self.name)}{colon} {self.type.ddl()}"
+    def ddl(self, colon: str = "", *, plain: bool = False) -> str:
+        """The field as DDL; ``plain``: the name backquoted only when it must be."""
+        name = self.name if plain and _PLAIN.fullmatch(self.name) else quote(self.name)
+        text = f"{name}{colon} {self.type.ddl()}"
         if not self.nullable:
             text += " NOT NULL"
         if self.comment is not None:
             text += " COMMENT '" + self.comment.replace("\\", "\\\\").replace("'", "\\'") + "'"
         return text
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def quote(name: str) -> str:
