@@ -145,6 +145,10 @@ def _integer(bits: int) -> Converter:
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     def convert(raw: Any) -> int:
+        if type(raw) is int:  # the common case first: one check, then the range
+            if low <= raw <= high:
+                return raw
+            raise OverflowError(f"out of range for {bits}-bit integers")
         if isinstance(raw, bool):
             raise TypeError("bool")
         if isinstance(raw, (float, Decimal)):
@@ -161,6 +165,8 @@ def _integer(bits: int) -> Converter:
 
 
 def _to_float(raw: Any) -> float:
+    if type(raw) is int:  # a JSON integer in a double field: the common conversion
+        return float(raw)
     if isinstance(raw, bool):
         raise TypeError("bool")
     if isinstance(raw, (int, float, Decimal)):

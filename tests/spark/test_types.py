@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 import redis
-from pyspark.sql import SparkSession
-from pyspark.sql import types as T
+from pyspark.sql import SparkSession, types as T
 
 from connectors.redis import RedisLookup
 from enrich import Schema
@@ -122,9 +121,7 @@ def test_lookup_join_returns_every_type(
     spark: SparkSession, redis_server: Any, dimension: None
 ) -> None:
     df = spark.createDataFrame([(1, "u1"), (2, "u2"), (3, "u3"), (4, "zz")], "id int, user string")
-    out = lookup_join(
-        df, source(redis_server.url), on="user", prefix="d_", on_error="error_column"
-    )
+    out = lookup_join(df, source(redis_server.url), on="user", prefix="d_", on_error="error_column")
 
     assert [(f.name, f.dataType) for f in out.schema.fields[2:-1]] == [
         (f"d_{f.name}", spark_type(f.type)) for f in Schema.of(SCHEMA).fields
@@ -160,4 +157,9 @@ def test_sql_function_returns_the_same_struct(
         "SELECT d.price, d.tags[0] AS tag, d.address.city, d.attrs['team'] AS team "
         "FROM (SELECT dim_typed(user) AS d FROM typed_input WHERE id = 1)"
     ).collect()
-    assert fields[0].asDict() == {"price": Decimal("19.99"), "tag": "a", "city": "Oslo", "team": "x"}
+    assert fields[0].asDict() == {
+        "price": Decimal("19.99"),
+        "tag": "a",
+        "city": "Oslo",
+        "team": "x",
+    }
