@@ -198,6 +198,8 @@ class HttpLookup:
             return {}
         pool = self._pool()
         if self._settings.batch is None:
+            if len(keys) == 1:  # one record's call: no task and no gather for one request
+                return {keys[0]: await self._lookup_one(pool, keys[0])}
             return await _gather_dict(keys, [self._lookup_one(pool, key) for key in keys])
         return await self._lookup_batches(pool, keys)
 
@@ -214,6 +216,9 @@ class HttpLookup:
             return
         pool = self._pool()
         if self._settings.batch is None:
+            if len(keys) == 1:  # nothing to hand over early: no task for one request
+                yield {keys[0]: await self._lookup_one(pool, keys[0])}
+                return
             calls = {key: self._lookup_one(pool, key) for key in keys}
         else:
             size = self._settings.max_batch
