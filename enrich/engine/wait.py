@@ -28,24 +28,10 @@ from .model import OperatorStatistics, OutputMode
 from .operator import Operator
 from .retry import RetryStrategy
 from .runtime import get_loop, in_loop_thread
+from .settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings
 
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_CAPACITY = 100
 # Records handed to the loop in one go; bounds the latency of the first outputs.
 MAX_CHUNK = 1024
-
-
-def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy | None) -> None:
-    if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise ValueError(f"capacity must be an int, got {capacity!r}")
-    if capacity < 1:
-        raise ValueError(f"capacity must be >= 1, got {capacity}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-    ):
-        raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
-    if retry is not None and not isinstance(retry, RetryStrategy):
-        raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
 
 
 class _Run:
@@ -75,17 +61,20 @@ class AsyncWaitIterator(Iterator[Any]):
         inputs: Iterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._run = _Run()
         self._outputs = _run_sync(
-            self._run, inputs, as_async_function(func), mode, timeout, capacity, retry, clock
+            self._run,
+            inputs,
+            as_async_function(func),
+            settings.mode,
+            settings.timeout,
+            settings.capacity,
+            settings.retry,
+            clock,
         )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
 
@@ -223,10 +212,9 @@ def ordered_wait(
     return AsyncWaitIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -245,10 +233,9 @@ def unordered_wait(
     return AsyncWaitIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -262,18 +249,14 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         inputs: Iterable[Any] | AsyncIterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._inputs = inputs
         self._func = as_async_function(func)
-        self._settings = (mode, timeout, retry, clock)
-        self._capacity = capacity
+        self._settings = (settings.mode, settings.timeout, settings.retry, clock)
+        self._capacity = settings.capacity
         self._operator: Operator | None = None
         self._outputs = self._run()
         self._pending: collections.deque[Any] = collections.deque()
@@ -380,10 +363,9 @@ def ordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -401,9 +383,8 @@ def unordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
