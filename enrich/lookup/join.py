@@ -68,6 +68,8 @@ class LookupJoin(AsyncFunction):
 
     Each record the operator gives it is a chunk ``(tag, keys)``: ``keys[i]`` is the key
     of row ``i`` (a scalar, a tuple for a composite key, or None, which joins nothing).
+    A key part is a ``str``, an ``int`` (not a ``bool``) or ``bytes``; a row whose key is
+    anything else fails alone, under ``on_error`` (see :mod:`enrich.lookup.keys`).
     It completes each chunk with one :class:`JoinedChunk`. Use :func:`lookup_rows` or
     ``enrich.spark.lookup_join`` rather than driving it by hand.
 
@@ -85,6 +87,10 @@ class LookupJoin(AsyncFunction):
             operator the same timeout: its timer calls :meth:`timeout`).
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
+
+    The settings are checked once, into a :class:`~enrich.lookup.settings.JoinSettings`
+    (a bad one raises ``ValueError`` naming it and its value); entry points that built
+    one already use :meth:`from_settings`.
 
     No row is lost: each yields its outputs, is dropped by an inner join's miss or the
     "drop" policy, or fails the run ("fail"); the metrics count every one.
