@@ -26,6 +26,7 @@ from ..engine.settings import shown
 
 PART_TYPES = frozenset({str, int, bytes})
 _SCALAR_KEYS = PART_TYPES | {type(None)}
+_COMPOSITE_KEYS = _SCALAR_KEYS | {tuple}
 _RULE = "keys must be str, int or bytes (a tuple of them for a composite key)"
 
 
@@ -53,8 +54,8 @@ def admit_keys(keys: Sequence[Any], names: Sequence[str] = (), first_row: int = 
     types = set(map(type, keys))
     if types <= _SCALAR_KEYS:
         return keys
-    if types <= _SCALAR_KEYS | {tuple}:
-        tuples = [key for key in keys if type(key) is tuple]
+    if tuple in types and types <= _COMPOSITE_KEYS:
+        tuples = keys if len(types) == 1 else [key for key in keys if type(key) is tuple]
         if all(tuples) and set(map(type, chain.from_iterable(tuples))) <= PART_TYPES:
             return keys
     return [_admit(key, first_row + i, names) for i, key in enumerate(keys)]
