@@ -58,7 +58,7 @@ from ..lookup.cache import LookupCache
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from . import spark_type
-from .arrow import JoinPlan, lookup_structs
+from .arrow import JoinPlan, lookup_structs_for
 from .keys import checked_key_arrays
 from .metrics import register
 
@@ -150,8 +150,10 @@ def register_lookup(
         accumulator=register(spark, name),
     )
 
+    structs = lookup_structs_for(plan)
+
     def function(inputs: Iterator[Any]) -> Iterator[pa.Array]:
-        return lookup_structs(plan, checked_key_arrays(name, inputs))
+        return structs(checked_key_arrays(name, inputs))
 
     # Spark picks the UDF's kind from the type hints: an iterator of key arrays (a
     # tuple of them for several arguments) to an iterator of struct arrays.
