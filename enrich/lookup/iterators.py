@@ -22,6 +22,11 @@ from .source import LookupSource
 Chunk = tuple[Any, Sequence[Any]]
 
 
+def _chunk_weight(chunk: Chunk) -> int:
+    """A chunk holds one unit of capacity per row (an empty one, one unit)."""
+    return max(1, len(chunk[1]))
+
+
 def _checked(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
     for chunk in chunks:
         if len(chunk[1]) > limit:
@@ -46,12 +51,15 @@ def lookup_chunks(
     max_batch: int = DEFAULT_MAX_BATCH,
     clock: Clock | None = None,
 ) -> AsyncWaitIterator:
-    """Join chunks ``(tag, keys)`` with ``source``; yields one ``JoinedChunk`` per chunk.
+    """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
-    ``ValueError``), so that at most ``capacity`` rows are in flight. ORDERED yields the
-    chunks in input order; rows keep their order within a chunk either way. The join's
-    metrics: ``iterator.function.statistics()``.
+    ``ValueError``); at most ``capacity`` rows are in flight. ORDERED yields one
+    ``JoinedChunk`` per chunk, in input order. UNORDERED yields a chunk's rows as they
+    are answered: a row answered in time leaves (and frees its unit of capacity)
+    without waiting for its chunk-mates, so a chunk may come out in several
+    ``JoinedChunk`` s with the same tag, each holding some of its rows in row order.
+    The join's metrics: ``iterator.function.statistics()``.
 
     A key is None (joins nothing), a ``str``, ``int`` (not ``bool``) or ``bytes``, or a
     tuple of them; any other key fails its own row under ``on_error``, with a
@@ -84,7 +92,11 @@ def join_chunks(
     Spark's workers call)."""
     join = LookupJoin.from_settings(source, settings, clock=clock)
     it = AsyncWaitIterator(
-        _checked(chunks, settings.chunk_rows), join, settings=settings.operator(), clock=clock
+        _checked(chunks, settings.chunk_rows),
+        join,
+        settings=settings.operator(),
+        clock=clock,
+        weigh=_chunk_weight,
     )
     it.function = join
     return it
@@ -128,6 +140,7 @@ def lookup_chunks_async(
         join,
         settings=settings.operator(),
         clock=clock,
+        weigh=_chunk_weight,
     )
     it.function = join
     return it

@@ -30,7 +30,7 @@ from .cache import LookupCache
 HOWS = ("left", "inner")
 ON_ERROR = ("fail", "null", "drop", "error_column")
 DEFAULT_MAX_BATCH = 500
-# About this many chunks are in flight at once, so that their requests overlap.
+# A chunk is a quarter of the capacity, so that about four chunks' requests overlap.
 CHUNKS_IN_FLIGHT = 4
 
 
@@ -52,8 +52,8 @@ class JoinSettings:
         mode: ORDERED keeps the rows' order; UNORDERED emits rows as they complete ("ordered"
             and "unordered" are accepted).
         capacity: rows in flight at most, the unit a user thinks in. The join admits rows
-            in chunks of :attr:`chunk_rows` and keeps :attr:`chunks_in_flight` of them in
-            flight, never more than ``capacity`` rows in all.
+            in chunks of :attr:`chunk_rows`; a chunk weighs its rows, so the operator
+            counts rows too and never has more than ``capacity`` of them in flight.
         timeout: seconds a row has, from admission to its final answer, retries included
             (None: no limit).
         retry: per-key retries (a :class:`~enrich.RetryStrategy`), or None.
@@ -118,21 +118,16 @@ class JoinSettings:
         return chunk_rows(self.capacity)
 
     @property
-    def chunks_in_flight(self) -> int:
-        """Chunks in flight at most: ``chunks_in_flight * chunk_rows <= capacity``."""
-        return max(1, self.capacity // self.chunk_rows)
-
-    @property
     def with_error(self) -> bool:
         """Whether the output carries the reason (``on_error="error_column"``)."""
         return self.on_error == "error_column"
 
     def operator(self) -> WaitSettings:
-        """The operator's settings for this join: its records are chunks, so its capacity
-        is :attr:`chunks_in_flight`. Retries are the join's own (per key), not the
-        operator's; the timeout is the same (the operator's timer ends a late chunk)."""
+        """The operator's settings for this join: the same capacity in rows (its records,
+        chunks, weigh their rows) and timeout (its timer ends a late chunk's rows). Retries
+        are the join's own, per key, not the operator's."""
         return WaitSettings(
-            mode=self.mode, capacity=self.chunks_in_flight, timeout=self.timeout, retry=None
+            mode=self.mode, capacity=self.capacity, timeout=self.timeout, retry=None
         )
 
 
