@@ -223,7 +223,7 @@ class HttpLookup:
         if payload is None:
             return None
         try:
-            return self._rows(body.loads(payload))
+            return self._rows(body.loads(payload, self.schema.loads))
         except DecodeError as exc:
             _log.debug("%s for key %s: %s", self._target(), body.short(key), exc)
             return exc
@@ -253,7 +253,7 @@ class HttpLookup:
         data = body.dumps([list(key) if isinstance(key, tuple) else key for key in chunk])
         try:
             payload = await self._send(pool, "POST", batch.url(), key=None, data=data)
-            answer = body.loads(payload or b"null")
+            answer = body.loads(payload or b"null", self.schema.loads)
             if not isinstance(answer, Mapping):
                 raise DecodeError(
                     f"batch answer must be a JSON object keyed by str(key), "

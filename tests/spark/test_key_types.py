@@ -105,12 +105,12 @@ def test_the_sql_function_refuses_other_key_types_before_any_lookup(
     spark: SparkSession, expression: str, named: str, fix: str
 ) -> None:
     source = FakeSource({1: ("one",)})
-    register_lookup(spark, "dim_typed", source, on_error="null")
+    register_lookup(spark, "dim_key_typed", source, on_error="null")
     spark.createDataFrame([(1,), (2,)], "k bigint").createOrReplaceTempView("typed_keys")
     with pytest.raises(Exception) as raised:
-        spark.sql(f"SELECT dim_typed({expression}) AS d FROM typed_keys").collect()
+        spark.sql(f"SELECT dim_key_typed({expression}) AS d FROM typed_keys").collect()
     message = str(raised.value)
-    assert f"dim_typed(): {named}; {RULE}" in message
+    assert f"dim_key_typed(): {named}; {RULE}" in message
     assert fix in message
 
 
