@@ -44,3 +44,14 @@ def test_the_fixed_names_of_the_operator_api() -> None:
         assert name in enrich.__all__
     assert issubclass(enrich.LookupTimeout, TimeoutError)
     assert issubclass(enrich.LookupTimeout, enrich.EnrichError)
+
+
+def test_the_blocking_iterator_keeps_its_former_name_as_an_alias() -> None:
+    assert enrich.AsyncWaitIterator is enrich.WaitIterator
+
+    async def one(value: int) -> list[int]:
+        return [value]
+
+    it = enrich.ordered_wait([1, 2], one)
+    assert isinstance(it, enrich.WaitIterator)
+    assert list(it) == [1, 2]
