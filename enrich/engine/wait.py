@@ -1,5 +1,6 @@
 """``ordered_wait`` / ``unordered_wait``: the operator as a plain or async iterator.
 
+The iterators and their entry points; the runs themselves are driven by :mod:`.drive`.
 The caller's thread pulls inputs and hands them to the runtime loop in chunks, as long
 as it holds credit (``capacity`` minus what is in flight); with no credit left it blocks
 on the next batch of outputs, which returns credit. That is the backpressure: nothing is
@@ -8,27 +9,18 @@ ever buffered beyond ``capacity``.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import queue as _queue_mod
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterable,
-    AsyncIterator,
-    Generator,
-    Iterable,
-    Iterator,
-)
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from .clock import Clock, LoopClock
+from .clock import Clock
 from .consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
-from .function import AsyncFunction, as_async_function
+from .drive import Run, run_async, run_sync
+from .function import as_async_function
 from .model import OperatorStatistics, OutputMode
 from .operator import Operator
 from .retry import RetryStrategy
-from .runtime import get_loop, in_loop_thread
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_CAPACITY = 100
@@ -45,20 +37,6 @@ def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy |
         raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
     if retry is not None and not isinstance(retry, RetryStrategy):
         raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
-
-
-class _Run:
-    """What a run's generator and its iterator share (kept apart to avoid a reference
-    cycle, so a dropped iterator closes its run at once)."""
-
-    __slots__ = ("operator",)
-
-    def __init__(self) -> None:
-        self.operator: Operator | None = None
-
-    def statistics(self) -> OperatorStatistics:
-        op = self.operator
-        return op.statistics() if op is not None else OperatorStatistics()
 
 
 class WaitIterator(Iterator[Any]):
@@ -83,8 +61,8 @@ class WaitIterator(Iterator[Any]):
     ) -> None:
         _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
-        self._run = _Run()
-        self._outputs = _run_sync(
+        self._run = Run()
+        self._outputs = run_sync(
             self._run,
             inputs,
             as_async_function(func),
@@ -128,77 +106,6 @@ class WaitIterator(Iterator[Any]):
 
 AsyncWaitIterator = WaitIterator
 """The former name of :class:`WaitIterator` (it is not asynchronous), kept as an alias."""
-
-
-def _run_sync(
-    run: _Run,
-    inputs: Iterable[Any],
-    func: AsyncFunction,
-    mode: OutputMode,
-    timeout: float | None,
-    consumer: Consumer,
-    retry: RetryStrategy | None,
-    clock: Clock | None,
-) -> Generator[list[Any], None, None]:
-    """Drive ``consumer`` from the caller's thread; the operator runs on the runtime
-    loop, reached through ``call_soon_threadsafe`` and a thread-safe message queue."""
-    loop = get_loop()
-    if in_loop_thread(loop):
-        raise RuntimeError(
-            "ordered_wait()/unordered_wait() block; on the runtime loop use "
-            "ordered_wait_async()/unordered_wait_async()"
-        )
-    messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
-    op = Operator(
-        func,
-        mode=mode,
-        timeout=timeout,
-        retry=retry,
-        clock=clock or LoopClock(loop),
-        loop=loop,
-        post=messages.put,
-        weigh=consumer.weigh,
-    )
-    run.operator = op
-    asyncio.run_coroutine_threadsafe(op.open(), loop).result()
-    source = iter(inputs)
-    try:
-        while True:
-            chunk = consumer.pull(source)
-            if chunk:
-                loop.call_soon_threadsafe(op.admit, chunk)
-            if consumer.finish_now():
-                loop.call_soon_threadsafe(op.finish)
-            outputs = consumer.next_outputs()
-            if outputs is not None:
-                yield outputs
-                continue
-            if consumer.is_over():
-                return
-            if consumer.must_wait():
-                consumer.receive(messages.get())
-            while True:
-                try:
-                    consumer.receive(messages.get_nowait())
-                except _queue_mod.Empty:
-                    break
-    finally:
-        if not consumer.ended:
-            _cancel_and_wait(op, loop, messages)
-
-
-def _cancel_and_wait(
-    op: Operator, loop: asyncio.AbstractEventLoop, messages: _queue_mod.SimpleQueue[Any]
-) -> None:
-    """Stop a run the consumer abandoned, and wait until its function is closed."""
-    loop.call_soon_threadsafe(op.cancel)
-    while True:
-        try:
-            kind = messages.get(timeout=30)[0]
-        except _queue_mod.Empty:  # pragma: no cover - a close() hook that hangs
-            return
-        if kind in ("fail", "done"):
-            return
 
 
 def ordered_wait(
@@ -277,8 +184,8 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
     ) -> None:
         _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
-        self._run = _Run()
-        self._outputs = _run_async(
+        self._run = Run()
+        self._outputs = run_async(
             self._run,
             inputs,
             as_async_function(func),
@@ -307,81 +214,6 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
     @property
     def _operator(self) -> Operator | None:
         return self._run.operator
-
-
-async def _run_async(
-    run: _Run,
-    inputs: Iterable[Any] | AsyncIterable[Any],
-    func: AsyncFunction,
-    mode: OutputMode,
-    timeout: float | None,
-    consumer: Consumer,
-    retry: RetryStrategy | None,
-    clock: Clock | None,
-) -> AsyncGenerator[list[Any], None]:
-    """Drive ``consumer`` on the caller's loop, which runs the operator too."""
-    loop = asyncio.get_running_loop()
-    messages: collections.deque[tuple[Any, ...]] = collections.deque()
-    arrived = asyncio.Event()
-
-    def post(message: tuple[Any, ...]) -> None:
-        messages.append(message)
-        arrived.set()
-
-    op = Operator(
-        func,
-        mode=mode,
-        timeout=timeout,
-        retry=retry,
-        clock=clock or LoopClock(loop),
-        loop=loop,
-        post=post,
-        weigh=consumer.weigh,
-    )
-    run.operator = op
-    await op.open()
-    # An async input may suspend before its next item: admit each item as it comes, so
-    # that none waits for the next one (a plain iterable is taken in chunks).
-    source = None if isinstance(inputs, AsyncIterable) else iter(inputs)
-    arrivals = inputs.__aiter__() if isinstance(inputs, AsyncIterable) else None
-    try:
-        while True:
-            if arrivals is None:
-                assert source is not None
-                chunk = consumer.pull(source)
-            else:
-                chunk = consumer.retake()
-                if not chunk and consumer.wants_input():
-                    try:
-                        item = await arrivals.__anext__()
-                    except StopAsyncIteration:
-                        consumer.end_input()
-                    else:
-                        chunk = consumer.offer(item)
-            if chunk:
-                op.admit(chunk)
-            if consumer.finish_now():
-                op.finish()
-            outputs = consumer.next_outputs()
-            if outputs is not None:
-                yield outputs
-                continue
-            if consumer.is_over():
-                return
-            if not messages and consumer.must_wait():
-                arrived.clear()
-                await arrived.wait()
-            while messages:
-                consumer.receive(messages.popleft())
-    finally:
-        if not consumer.ended:
-            op.cancel()
-            while not consumer.ended:
-                while messages:
-                    consumer.receive(messages.popleft())
-                if not consumer.ended:
-                    arrived.clear()
-                    await arrived.wait()
 
 
 async def _aiter(inputs: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
