@@ -21,22 +21,7 @@ from .function import as_async_function
 from .model import OperatorStatistics, OutputMode
 from .operator import Operator
 from .retry import RetryStrategy
-
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_CAPACITY = 100
-
-
-def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy | None) -> None:
-    if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise ValueError(f"capacity must be an int, got {capacity!r}")
-    if capacity < 1:
-        raise ValueError(f"capacity must be >= 1, got {capacity}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-    ):
-        raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
-    if retry is not None and not isinstance(retry, RetryStrategy):
-        raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
+from .settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings
 
 
 class WaitIterator(Iterator[Any]):
@@ -52,24 +37,20 @@ class WaitIterator(Iterator[Any]):
         inputs: Iterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._run = Run()
         self._outputs = run_sync(
             self._run,
             inputs,
             as_async_function(func),
-            mode,
-            timeout,
-            Consumer(capacity, weigh, overlap=True),
-            retry,
+            settings.mode,
+            settings.timeout,
+            Consumer(settings.capacity, weigh, overlap=True),
+            settings.retry,
             clock,
         )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
@@ -136,10 +117,9 @@ def ordered_wait(
     return WaitIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -158,10 +138,9 @@ def unordered_wait(
     return WaitIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -175,24 +154,20 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         inputs: Iterable[Any] | AsyncIterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._run = Run()
         self._outputs = run_async(
             self._run,
             inputs,
             as_async_function(func),
-            mode,
-            timeout,
-            Consumer(capacity, weigh),
-            retry,
+            settings.mode,
+            settings.timeout,
+            Consumer(settings.capacity, weigh),
+            settings.retry,
             clock,
         )
         self._pending: collections.deque[Any] = collections.deque()
@@ -238,10 +213,9 @@ def ordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -259,9 +233,8 @@ def unordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )

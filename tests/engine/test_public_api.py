@@ -55,3 +55,11 @@ def test_the_blocking_iterator_keeps_its_former_name_as_an_alias() -> None:
     it = enrich.ordered_wait([1, 2], one)
     assert isinstance(it, enrich.WaitIterator)
     assert list(it) == [1, 2]
+
+
+def test_settings_are_keyword_arguments_not_an_exported_object() -> None:
+    # Every entry point takes the settings as keyword arguments and builds the one
+    # settings object itself; users never need the class, only the chunk size it derives.
+    assert "JoinSettings" not in enrich.__all__
+    assert "chunk_rows" in enrich.__all__
+    assert enrich.chunk_rows(100) == enrich.lookup.settings.JoinSettings(capacity=100).chunk_rows
