@@ -189,6 +189,13 @@ class RedisLookup:
             await self._run_commands(handle, singles, endpoint, results)
         return results
 
+    async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
+        """The columnar lookup (``enrich.lookup.columnar.ColumnarSource``): same outcomes
+        as ``lookup_many``, JSON objects decoded in bulk (see ``connectors.redis.arrow``)."""
+        from .arrow import lookup_arrow  # pyarrow is needed only on this path
+
+        return await lookup_arrow(self, keys, struct_type)
+
     async def _run_commands(
         self,
         handle: Any,

@@ -21,9 +21,12 @@ from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
 from ..lookup.cache import LookupCache
+from ..lookup.columnar import ColumnarSource
 from ..lookup.iterators import lookup_chunks
 from ..lookup.join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
 from ..lookup.joined import JoinedChunk
+from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
+from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -103,12 +106,42 @@ class JoinPlan:
             max_batch=self.max_batch,
         )
 
-    def report(self, run: AsyncWaitIterator) -> None:
+    def lane(self, keys: pa.Array) -> ColumnarLane | None:
+        """The columnar lane for key columns like ``keys``, or None when the join takes
+        the per-row path: a composite key, a key type the lane does not take, a source
+        without ``lookup_arrow``, or retries (which the lane leaves to the per-row join)."""
+        if len(self.on) != 1 or self.retry is not None or not is_columnar_key(keys):
+            return None
+        if not isinstance(self.source, ColumnarSource):
+            return None
+        fields = self.arrow_fields()
+        if self.with_error:
+            fields = fields[:-1]
+        return ColumnarLane(
+            self.source,
+            pa.struct(fields),
+            how=self.how,
+            on_error=self.on_error,
+            cache=self.cache,
+            timeout=self.timeout,
+            capacity=self.capacity,
+            max_batch=self.max_batch,
+            metrics=JoinMetrics(),
+        )
+
+    def report(self, run: AsyncWaitIterator | ColumnarLane) -> None:
         """Add the run's metrics to the accumulator (once per task), under
         ``(name, query id, batch id)`` (both None outside a streaming query)."""
-        if self.accumulator is not None and run.function is not None:
-            query, batch = _micro_batch()
-            self.accumulator.add({(self.name, query, batch): run.function.statistics()})
+        if self.accumulator is None:
+            return
+        if isinstance(run, ColumnarLane):
+            metrics = run.metrics
+        elif run.function is not None:
+            metrics = run.function.statistics()
+        else:
+            return
+        query, batch = _micro_batch()
+        self.accumulator.add({(self.name, query, batch): metrics})
 
 
 def _micro_batch() -> tuple[str | None, int | None]:
@@ -164,8 +197,19 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
 
     An output batch is yielded per joined chunk, as soon as it completes (in input order
     under ORDERED). An empty partition yields nothing and never touches the source.
+    Chunks hold ``chunk_rows(capacity)`` rows; on the columnar lane (see
+    :meth:`JoinPlan.lane`) they are joined with Arrow compute, otherwise row by row.
     """
     size = chunk_rows(plan.capacity)
+    first_batch = next(batches, None)
+    if first_batch is None:
+        return
+    batches = _prepend(first_batch, batches)
+    schema = pa.schema([*first_batch.schema, *plan.arrow_fields()])
+    lane = plan.lane(first_batch.column(plan.on[0])) if first_batch.num_columns else None
+    if lane is not None:
+        yield from _enrich_columnar(plan, lane, batches, size, schema)
+        return
 
     def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
         for batch in batches:
@@ -177,20 +221,64 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     if first is None:
         return
     run = plan.run(_prepend(first, feed))
-    extra = plan.arrow_fields()
-    schema = pa.schema([*first[0].schema, *extra])
     try:
         for joined in run:
-            if not joined.indices:
-                continue
-            arrays = list(_take(joined.tag, joined.indices).columns)
-            arrays += dimension_arrays(plan, joined.rows)
-            if plan.with_error:
-                arrays.append(pa.array(joined.errors, type=pa.string()))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            if joined.indices:
+                yield _joined_batch(plan, joined, schema)
     finally:
         run.close()
         plan.report(run)
+
+
+def _joined_batch(plan: JoinPlan, joined: JoinedChunk, schema: pa.Schema) -> pa.RecordBatch:
+    arrays = list(_take(joined.tag, joined.indices).columns)
+    arrays += dimension_arrays(plan, joined.rows)
+    if plan.with_error:
+        arrays.append(pa.array(joined.errors, type=pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _enrich_columnar(
+    plan: JoinPlan,
+    lane: ColumnarLane,
+    batches: Iterator[pa.RecordBatch],
+    size: int,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    key = plan.on[0]
+
+    def chunks() -> Iterator[tuple[pa.RecordBatch, pa.Array]]:
+        for batch in batches:
+            for piece in _slices(batch, size):
+                yield piece, piece.column(key)
+
+    run = lane.run(chunks())
+    try:
+        for joined in run:
+            if isinstance(joined, JoinedChunk):
+                if joined.indices:
+                    yield _joined_batch(plan, joined, schema)
+                continue
+            yield from _columnar_batch(plan, joined, schema)
+    finally:
+        run.close()
+        plan.report(lane)
+
+
+def _columnar_batch(
+    plan: JoinPlan, joined: ColumnarJoined, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    batch: pa.RecordBatch = joined.tag
+    structs = joined.structs
+    if joined.keep is not None:
+        batch = batch.filter(joined.keep)
+        structs = structs.filter(joined.keep)
+    if batch.num_rows == 0:
+        return
+    arrays = [*batch.columns, *structs.flatten()]
+    if plan.with_error:
+        arrays.append(pa.nulls(batch.num_rows, pa.string()))
+    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -207,6 +295,14 @@ def lookup_structs(
     array lines up with its input rows)."""
     size = chunk_rows(plan.capacity)
     struct_type = pa.struct(plan.arrow_fields())
+    first_input = next(inputs, None)
+    if first_input is None:
+        return
+    inputs = _prepend(first_input, inputs)
+    lane = plan.lane(first_input) if isinstance(first_input, pa.Array) else None
+    if lane is not None:
+        yield from _structs_columnar(plan, lane, inputs, size, struct_type)
+        return
 
     def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:
         for arrays in inputs:
@@ -233,6 +329,46 @@ def lookup_structs(
     finally:
         run.close()
         plan.report(run)
+
+
+def _structs_columnar(
+    plan: JoinPlan,
+    lane: ColumnarLane,
+    inputs: Iterator[Any],
+    size: int,
+    struct_type: pa.DataType,
+) -> Iterator[pa.Array]:
+    def chunks() -> Iterator[tuple[tuple[int, bool], pa.Array]]:
+        for keys in inputs:
+            if not len(keys):  # an empty batch still needs its (empty) answer, in its place
+                yield (0, True), keys
+            for start in range(0, len(keys), size):
+                part = keys.slice(start, size)
+                yield (len(part), start + size >= len(keys)), part
+
+    run = lane.run(chunks())
+    pieces: list[pa.Array] = []
+    try:
+        for joined in run:
+            length, last = joined.tag
+            if isinstance(joined, JoinedChunk):
+                pieces.append(_structs(plan, struct_type, joined, length))
+            else:
+                structs = joined.structs
+                arrays = list(structs.flatten())
+                if plan.with_error:
+                    arrays.append(pa.nulls(length, pa.string()))
+                pieces.append(
+                    pa.StructArray.from_arrays(
+                        arrays, fields=list(struct_type), mask=structs.is_null()
+                    )
+                )
+            if last:
+                yield pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+                pieces = []
+    finally:
+        run.close()
+        plan.report(lane)
 
 
 def _structs(plan: JoinPlan, struct_type: pa.DataType, joined: JoinedChunk, length: int) -> Any:
