@@ -94,7 +94,10 @@ def _render(settings: LookupSettings, keys: pa.Array) -> list[bytes] | None:
     prefix, suffix = template.literals
     text = pc.cast(keys, pa.string())
     joined = pc.binary_join_element_wise(
-        pa.scalar(prefix, pa.binary()), pc.cast(text, pa.binary()), pa.scalar(suffix, pa.binary()), b""
+        pa.scalar(prefix, pa.binary()),
+        pc.cast(text, pa.binary()),
+        pa.scalar(suffix, pa.binary()),
+        b"",
     )
     rendered: list[bytes] = joined.to_pylist()
     return rendered
@@ -131,7 +134,7 @@ def decode_json(
     merged = pa.concat_arrays([rows, rest.rows]).take(order)
     errors = {positions[i]: e for i, e in rest.errors.items()}
     multi = {positions[i]: m for i, m in rest.multi.items()}
-    return ColumnarAnswer(merged, errors, multi)  # type: ignore[arg-type]
+    return ColumnarAnswer(merged, errors, multi)
 
 
 def _running(mask: pa.Array, start: int) -> pa.Array:

@@ -78,7 +78,8 @@ def rows_to_struct(rows: Sequence[Row | None], struct_type: pa.StructType) -> pa
         mask = pa.array([r is None for r in rows], type=pa.bool_())
         rows = [blank if r is None else r for r in rows]
     arrays = [
-        pa.array(values, type=f.type) for values, f in zip(zip(*rows, strict=True), fields, strict=True)
+        pa.array(values, type=f.type)
+        for values, f in zip(zip(*rows, strict=True), fields, strict=True)
     ]
     return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
 
@@ -106,7 +107,9 @@ def answer_from_mapping(
             if answer:
                 multi[position] = answer
         elif answer is not None:
-            raise TypeError(f"a lookup source answered {answer!r}: expected a tuple, a list or None")
+            raise TypeError(
+                f"a lookup source answered {answer!r}: expected a tuple, a list or None"
+            )
         rows.append(row)
     return ColumnarAnswer(rows_to_struct(rows, struct_type), errors, multi)
 
@@ -125,7 +128,7 @@ def concat_answers(parts: Sequence[ColumnarAnswer], struct_type: pa.StructType) 
     if not parts:
         return ColumnarAnswer(pa.array([], type=struct_type))
     rows = pa.concat_arrays([p.rows for p in parts])
-    return ColumnarAnswer(rows, errors, multi)  # type: ignore[arg-type]
+    return ColumnarAnswer(rows, errors, multi)
 
 
 def place(rows: pa.StructArray, mask: pa.Array) -> pa.Array:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,8 +39,13 @@ import pyarrow.compute as pc
 from .._errors import LookupTimeout
 from ..engine.runtime import get_loop
 from .cache import MISS, LookupCache
-from .columnar import ColumnarAnswer, ColumnarSource, concat_answers, place, rows_to_struct
-from .columnar import struct_rows
+from .columnar import (
+    ColumnarAnswer,
+    ColumnarSource,
+    concat_answers,
+    rows_to_struct,
+    struct_rows,
+)
 from .join import _scope
 from .joined import NULL_KEY, Failed, JoinedChunk, assemble
 from .metrics import JoinMetrics
@@ -86,7 +91,9 @@ def is_columnar_key(keys: pa.Array) -> bool:
     """Whether the lane takes keys of this Arrow type (integers and strings: their
     distinct values are the same in Arrow and in Python)."""
     kind = keys.type
-    return bool(pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind))
+    return bool(
+        pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    )
 
 
 class ColumnarLane:
@@ -123,7 +130,9 @@ class ColumnarLane:
         self.max_batch = max_batch
         self.metrics = metrics
 
-    def run(self, chunks: Iterable[tuple[Any, pa.Array]]) -> Iterator[ColumnarJoined | JoinedChunk]:
+    def run(
+        self, chunks: Iterable[tuple[Any, pa.Array]]
+    ) -> Generator[ColumnarJoined | JoinedChunk, None, None]:
         """Yields one result per chunk, in input order; a chunk larger than ``capacity``
         is admitted alone. Closing the iterator cancels the requests still in flight."""
         loop = get_loop()
@@ -158,7 +167,9 @@ class ColumnarLane:
         deadline = started + self.timeout if self.timeout is not None else None
         count = len(distinct)
         resolved = _Resolved(ColumnarAnswer(pa.array([], type=self.struct_type)))
-        store = self.cache.storage(_scope(self.source)) if self.cache is not None else None
+        store = None
+        if self.cache is not None:  # the same store the per-row join of this source uses
+            store = self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
         hits: dict[int, Any] = {}
         ask = distinct
         ask_positions: list[int] | None = None
@@ -181,7 +192,7 @@ class ColumnarLane:
         parts: list[ColumnarAnswer] = []
         if calls:
             timeout = None if deadline is None else max(0.0, deadline - loop.time())
-            done, late = await asyncio.wait(calls, timeout=timeout)
+            _, late = await asyncio.wait(calls, timeout=timeout)
             for call, part in zip(calls, slices, strict=True):
                 if call in late:
                     call.cancel()
@@ -219,7 +230,7 @@ class ColumnarLane:
                 if error is not None
                 else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, 1)
             )
-        return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)  # type: ignore[arg-type]
+        return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
 
     def _fill_cache(
         self,
@@ -251,7 +262,11 @@ class ColumnarLane:
     ) -> ColumnarAnswer:
         """The answer for every distinct key: fetched ones and cached ones, in order."""
         if positions is None:  # no cache: the fetched answer is aligned already
-            return fetched if fetched is not None else ColumnarAnswer(rows_to_struct([], self.struct_type))
+            return (
+                fetched
+                if fetched is not None
+                else ColumnarAnswer(rows_to_struct([], self.struct_type))
+            )
         errors: dict[int, BaseException] = {}
         multi: dict[int, Any] = {}
         hit_rows: list[Any] = []
@@ -274,7 +289,7 @@ class ColumnarLane:
         pieces = [] if fetched is None else [fetched.rows]
         pieces.append(rows_to_struct(hit_rows, self.struct_type))
         rows = pa.concat_arrays(pieces).take(pa.array(order, pa.int64()))
-        return ColumnarAnswer(rows, errors, multi)  # type: ignore[arg-type]
+        return ColumnarAnswer(rows, errors, multi)
 
     # -- on the task thread --------------------------------------------------------------
 

@@ -54,12 +54,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..engine.wait import DEFAULT_TIMEOUT, _check_settings
 from ..lookup.cache import LookupCache
 from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
 from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
-from .arrow import JoinPlan, enrich_batches
+from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 from .metrics import (
     EnrichMetricsListener,
     batch_statistics,
@@ -102,7 +102,7 @@ def lookup_join(
     on: str | Sequence[str],
     how: str = "left",
     mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_CAPACITY,
+    capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
     cache: LookupCache | None = None,
@@ -126,14 +126,17 @@ def lookup_join(
             them.
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
-        capacity: rows in flight per task at most (backpressure beyond that).
+        capacity: rows in flight per task at most (backpressure beyond that); rows go
+            in chunks of ``capacity // 4``, so about four chunks overlap. The default
+            (8192) keeps Redis lookups within 10% of the best setting measured.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache`, or None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
-        max_batch: keys per ``lookup_many`` call at most.
+        max_batch: keys per request at most (``lookup_many``/``lookup_arrow`` call):
+            a chunk's distinct keys go out in requests of this size, concurrently.
         prefix: put before each dimension column's name.
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see

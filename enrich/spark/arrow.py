@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+from ..engine.wait import DEFAULT_TIMEOUT, AsyncWaitIterator
 from ..lookup.cache import LookupCache
 from ..lookup.columnar import ColumnarSource
 from ..lookup.iterators import lookup_chunks
@@ -28,6 +28,12 @@ from ..lookup.joined import JoinedChunk
 from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
+
+# Rows in flight per task for Spark lookups, unless set: enough for four chunks of 2048
+# rows (``chunk_rows``), so that while one chunk is assembled the requests of the next
+# three are in flight. Chosen by measurement (benchmarks/results/spark.md): smaller
+# chunks pay per-chunk overhead, larger ones stop the overlap.
+DEFAULT_SPARK_CAPACITY = 8192
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -64,7 +70,7 @@ class JoinPlan:
     on_error: str = "fail"
     cache: LookupCache | None = None
     mode: OutputMode = OutputMode.ORDERED
-    capacity: int = DEFAULT_CAPACITY
+    capacity: int = DEFAULT_SPARK_CAPACITY
     timeout: float | None = DEFAULT_TIMEOUT
     retry: RetryStrategy | None = None
     max_batch: int = DEFAULT_MAX_BATCH

@@ -53,12 +53,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..engine.wait import DEFAULT_TIMEOUT, _check_settings
 from ..lookup.cache import LookupCache
 from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
 from ..lookup.source import LookupSource
 from . import spark_type
-from .arrow import JoinPlan, lookup_structs_for
+from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
 from .metrics import register
 
 __all__ = ("register_lookup", "lookup_struct_type")
@@ -86,7 +86,7 @@ def register_lookup(
     name: str,
     source: LookupSource,
     *,
-    capacity: int = DEFAULT_CAPACITY,
+    capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
     cache: LookupCache | None = None,

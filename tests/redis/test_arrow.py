@@ -82,8 +82,12 @@ def expected(keys: list[Any], found: dict[Any, Any]) -> dict[Any, Any]:
 
 @pytest.mark.parametrize("cluster", [False, True])
 async def test_every_value_ends_as_with_lookup_many(
-    make_lookup: MakeLookup, redis_client: Any, cluster_client: Any, redis_cluster: Any,
-    redis_server: Any, cluster: bool
+    make_lookup: MakeLookup,
+    redis_client: Any,
+    cluster_client: Any,
+    redis_cluster: Any,
+    redis_server: Any,
+    cluster: bool,
 ) -> None:
     store = cluster_client if cluster else redis_client
     url = redis_cluster.url if cluster else redis_server.url
@@ -142,4 +146,11 @@ async def test_bulk_decoding_matches_per_value_decoding_without_a_server() -> No
     bad = {i for i in answer.errors}
     names = list(TRICKY)
     assert {names[i] for i in bad} >= {"garbage", "nan", "infinite", "bad_utf8", "fraction_as_int"}
-    assert struct_rows(answer.rows)[names.index("float_as_int")] == (None, 3, None, None, None, None)
+    assert struct_rows(answer.rows)[names.index("float_as_int")] == (
+        None,
+        3,
+        None,
+        None,
+        None,
+        None,
+    )

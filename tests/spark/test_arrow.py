@@ -130,3 +130,46 @@ def test_sql_structs_carry_the_reason_and_composite_keys() -> None:
         {"value": None, "enrich_error": "ValueError: no"},
         None,
     ]
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+@pytest.mark.parametrize("policy", ["null", "drop", "error_column"])
+def test_the_columnar_lane_gives_the_per_row_paths_batches(how: str, policy: str) -> None:
+    from enrich import LookupFailed
+    from enrich.testing import ColumnarFakeSource
+
+    data = {
+        "a": ("A",),
+        "b": [("B1",), ("B2",)],  # 1:N
+        "c": LookupFailed("scripted", key="c", kind="status:500", retryable=False),
+        "d": None,
+    }
+    keys = ["a", None, "b", "zz", "a", "c", "d", "a"] * 5
+    inputs = [batch(keys, n=list(range(len(keys)))), batch(["a", "zz"] * 9, n=list(range(18)))]
+    settings: dict[str, Any] = {"how": how, "on_error": policy, "capacity": 16}
+    lane = ColumnarFakeSource(data)
+    per_row = FakeSource(data)
+    assert plan(lane, **settings).lane(inputs[0].column(0)) is not None
+    assert plan(per_row, **settings).lane(inputs[0].column(0)) is None
+    got = rows(list(enrich_batches(plan(lane, **settings), iter(inputs))))
+    expected = rows(list(enrich_batches(plan(per_row, **settings), iter(inputs))))
+    assert got == expected and got
+
+
+def test_the_columnar_lane_reports_its_metrics_and_keeps_capacity() -> None:
+    from enrich.testing import ColumnarFakeSource
+
+    source = ColumnarFakeSource({k: (k.upper(),) for k in "abcdefgh"})
+    accumulator = ListAccumulator()
+    keys = [*"abcdefghij", None] * 20
+    out = list(
+        enrich_batches(
+            plan(source, capacity=8, max_batch=3, accumulator=accumulator), iter([batch(keys)])
+        )
+    )
+    assert [r["value"] for r in rows(out)] == [k.upper() if k and k < "i" else None for k in keys]
+    assert max(map(len, source.requests)) <= 3
+    assert source.max_in_flight <= 8  # at most capacity rows: calls of at least one key
+    (metrics,) = accumulator.added[0].values()
+    assert (metrics.rows_in, metrics.rows_out, metrics.null_keys) == (220, 220, 20)
+    assert metrics.misses == 40
