@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from enrich.lookup.columnar import ColumnarAnswer, answer_from_mapping, place
+from enrich.lookup.columnar import ColumnarAnswer, answer_from_mapping
 
 from . import client, codec
 from .codec import Command
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 # by tests/redis/test_arrow.py): any mismatch there is an error that sends the request
 # to the per-value decoder, never a different value.
 BULK_TYPES = (pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.float32(), pa.bool_())
-
-_NOT_FINITE = "NaN|Infinity"
 
 
 async def lookup_arrow(
@@ -110,55 +108,76 @@ def decode_json(
     schema: Any,
     struct_type: pa.StructType,
 ) -> ColumnarAnswer:
-    """The answer for MGET ``values`` (None: no such key), aligned with them."""
+    """The answer for MGET ``values`` (None: no such key), aligned with them.
+
+    The checks and joins here are C-level bytes operations rather than Arrow compute:
+    on a request's few hundred values Arrow's per-call setup costs more (measured).
+    """
     count = len(values)
     if not all(f.type in BULK_TYPES for f in struct_type):
-        return _per_value(range(count), values, redis_keys, settings, schema, struct_type)
-    raw = pa.array(values, type=pa.binary())
-    objects = pc.fill_null(pc.starts_with(raw, "{"), False)
-    bulk = raw.filter(objects)
-    rows = _read_bulk(bulk, struct_type)
+        return _per_value(list(range(count)), values, redis_keys, settings, schema, struct_type)
+    if None in values:
+        found = [i for i, value in enumerate(values) if value is not None]
+        present = [values[i] for i in found]
+    else:
+        found, present = list(range(count)), values
+    if not present:  # every key missing
+        return ColumnarAnswer(pa.nulls(count, type=struct_type))
+    blob = b"\n".join(present)  # type: ignore[arg-type]
+    size = len(present)
+    # Every value starts an object and holds no newline: one line per value.
+    if blob[:1] == b"{" and blob.count(b"\n") == size - 1 == blob.count(b"\n{"):
+        rows = _read_bulk(blob, size, struct_type)
+        if rows is not None:
+            return ColumnarAnswer(_spread(rows, found, count))
+    # The general case: objects on one line in bulk, the rest (arrays for 1:N, JSON
+    # null, garbage, pretty-printed objects) one value at a time.
+    texts: list[bytes] = present  # type: ignore[assignment]
+    objects = [i for i, v in zip(found, texts, strict=True) if v[:1] == b"{" and b"\n" not in v]
+    rows = _read_bulk(b"\n".join(values[i] or b"" for i in objects), len(objects), struct_type)
     if rows is None:
-        return _per_value(range(count), values, redis_keys, settings, schema, struct_type)
-    if len(bulk) + raw.null_count == count:  # every present value was an object
-        return ColumnarAnswer(place(rows, objects))
-    # The rest (arrays, JSON null, garbage) one by one, then merged in by position.
-    others = pc.and_(raw.is_valid(), pc.invert(objects))
-    positions = pc.indices_nonzero(others).to_pylist()
-    rest = _per_value(positions, values, redis_keys, settings, schema, struct_type)
-    order = pc.if_else(
-        objects,
-        _running(objects, 0),
-        pc.if_else(others, _running(others, len(bulk)), pa.scalar(None, pa.int64())),
-    )
-    merged = pa.concat_arrays([rows, rest.rows]).take(order)
-    errors = {positions[i]: e for i, e in rest.errors.items()}
-    multi = {positions[i]: m for i, m in rest.multi.items()}
-    return ColumnarAnswer(merged, errors, multi)
+        return _per_value(found, values, redis_keys, settings, schema, struct_type)
+    bulk = set(objects)
+    others = [i for i in found if i not in bulk]
+    rest = _per_value(others, values, redis_keys, settings, schema, struct_type)
+    index: list[int | None] = [None] * count
+    for j, i in enumerate(objects):
+        index[i] = j
+    for i in others:
+        index[i] = len(objects) + i
+    merged = pa.concat_arrays([rows, rest.rows]).take(pa.array(index, pa.int64()))
+    return ColumnarAnswer(merged, rest.errors, rest.multi)
 
 
-def _running(mask: pa.Array, start: int) -> pa.Array:
-    """For each true entry of ``mask``, ``start`` plus how many true entries precede it."""
-    return pc.add(pc.cumulative_sum(pc.cast(mask, pa.int64())), start - 1)
+def _spread(rows: pa.StructArray, positions: list[int], count: int) -> pa.StructArray:
+    """``rows[j]`` moved to ``positions[j]`` of ``count`` structs, the others null."""
+    if len(positions) == count:
+        return rows
+    index: list[int | None] = [None] * count
+    for j, i in enumerate(positions):
+        index[i] = j
+    spread: pa.StructArray = rows.take(pa.array(index, pa.int64()))
+    return spread
 
 
-def _read_bulk(bulk: pa.Array, struct_type: pa.StructType) -> pa.StructArray | None:
-    """The objects decoded by Arrow, or None when that is not exactly the per-value result."""
-    if len(bulk) == 0:
-        return pa.array([], type=struct_type)
-    if pc.any(pc.match_substring_regex(bulk, _NOT_FINITE)).as_py():
+def _read_bulk(blob: bytes, lines: int, struct_type: pa.StructType) -> pa.StructArray | None:
+    """``lines`` JSON objects, one per line of ``blob``, decoded by Arrow; None when
+    that might not be exactly the per-value decoder's result."""
+    if lines == 0:
+        empty: pa.StructArray = pa.array([], type=struct_type)
+        return empty
+    if b"NaN" in blob or b"Infinity" in blob:  # Arrow takes them, the per-value path not
         return None
-    lines = pa.ListArray.from_arrays(pa.array([0, len(bulk)], pa.int32()), bulk)
-    blob = pc.binary_join(lines, b"\n")[0].as_buffer()
-    options = pj.ParseOptions(
-        explicit_schema=pa.schema(list(struct_type)), unexpected_field_behavior="ignore"
-    )
-    read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, blob.size + 1))
+    options = _parse_options(struct_type)
+    # One block holding the whole blob, read on this thread: measured 4-7x faster than
+    # the default 1 MB blocks for a request's few hundred values (a per-call cost), and
+    # the reader's thread pool only adds contention to a Spark worker's cores.
+    read = pj.ReadOptions(use_threads=False, block_size=len(blob) + 1)
     try:
         table = pj.read_json(pa.BufferReader(blob), read_options=read, parse_options=options)
     except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
         return None
-    if table.num_rows != len(bulk):  # a value held more than one object
+    if table.num_rows != lines:  # a line held more than one object
         return None
     arrays = [table.column(i).combine_chunks() for i in range(table.num_columns)]
     rows = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
@@ -169,8 +188,20 @@ def _read_bulk(bulk: pa.Array, struct_type: pa.StructType) -> pa.StructArray | N
     return rows
 
 
+_OPTIONS: dict[pa.StructType, pj.ParseOptions] = {}
+
+
+def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
+    options = _OPTIONS.get(struct_type)
+    if options is None:
+        options = _OPTIONS[struct_type] = pj.ParseOptions(
+            explicit_schema=pa.schema(list(struct_type)), unexpected_field_behavior="ignore"
+        )
+    return options
+
+
 def _per_value(
-    positions: Any,
+    positions: list[int],
     values: list[bytes | None],
     redis_keys: list[bytes],
     settings: LookupSettings,
@@ -178,8 +209,7 @@ def _per_value(
     struct_type: pa.StructType,
 ) -> ColumnarAnswer:
     """The per-value decoder's answer for the values at ``positions``, aligned with
-    ``positions`` (its entry ``i`` concerns ``values[positions[i]]``)."""
-    listed = list(positions)
-    command = Command(("MGET",), tuple(listed), tuple(redis_keys[p] for p in listed))
-    decoded = codec.decode(command, [values[p] for p in listed], settings, schema)
-    return answer_from_mapping(listed, decoded, struct_type)
+    ``values`` (null structs at the other positions)."""
+    command = Command(("MGET",), tuple(positions), tuple(redis_keys[p] for p in positions))
+    decoded = codec.decode(command, [values[p] for p in positions], settings, schema)
+    return answer_from_mapping(range(len(values)), decoded, struct_type)
