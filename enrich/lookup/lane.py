@@ -20,7 +20,8 @@ Semantics (those of the per-row join, see the README's table):
   ``on_error``; the metrics count rows, misses, null keys, errors, cache hits and
   requests as the per-row join does.
 
-Retries are not handled here: a join with a retry strategy runs on the per-row path.
+Retries follow the per-row join's rules (see :mod:`enrich.lookup.columnar_retry`), per
+chunk: a key pending in two chunks at once is asked for each.
 Imports no pyspark.
 """
 
@@ -37,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._errors import LookupTimeout
+from ..engine.retry import RetryStrategy
 from ..engine.runtime import get_loop
 from .cache import MISS, LookupCache
 from .columnar import (
@@ -46,6 +48,7 @@ from .columnar import (
     rows_to_struct,
     struct_rows,
 )
+from .columnar_retry import with_retries
 from .join import _scope
 from .joined import NULL_KEY, Failed, JoinedChunk, assemble
 from .metrics import JoinMetrics
@@ -76,6 +79,7 @@ class _Resolved:
     latencies: list[float] = field(default_factory=list)
     cache_hits: int = 0
     cache_misses: int = 0
+    retries: int = 0
 
 
 @dataclass(slots=True)
@@ -102,7 +106,7 @@ class ColumnarLane:
     Args:
         source: a :class:`ColumnarSource`.
         struct_type: the Arrow struct of the dimension fields.
-        how / on_error / cache / timeout / max_batch: as for ``LookupJoin``.
+        how / on_error / cache / timeout / max_batch / retry: as for ``LookupJoin``.
         capacity: rows in flight at most (admitted, not yet handed out).
         metrics: where the lane counts (read and written on the caller's thread only).
     """
@@ -119,6 +123,7 @@ class ColumnarLane:
         capacity: int,
         max_batch: int,
         metrics: JoinMetrics,
+        retry: RetryStrategy | None = None,
     ) -> None:
         self.source = source
         self.struct_type = struct_type
@@ -129,6 +134,7 @@ class ColumnarLane:
         self.capacity = capacity
         self.max_batch = max_batch
         self.metrics = metrics
+        self.retry = retry
 
     def run(
         self, chunks: Iterable[tuple[Any, pa.Array]]
@@ -186,26 +192,43 @@ class ColumnarLane:
             resolved.cache_hits = len(hits)
             resolved.cache_misses = len(ask_positions)
             ask = distinct.take(pa.array(ask_positions, pa.int64()))
-        size = self.max_batch
-        slices = [ask.slice(start, size) for start in range(0, len(ask), size)]
-        calls = [loop.create_task(self._call(part, resolved)) for part in slices]
-        parts: list[ColumnarAnswer] = []
-        if calls:
-            timeout = None if deadline is None else max(0.0, deadline - loop.time())
-            _, late = await asyncio.wait(calls, timeout=timeout)
-            for call, part in zip(calls, slices, strict=True):
-                if call in late:
-                    call.cancel()
-                    parts.append(self._failed(part, None))
-                elif call.exception() is not None:
-                    parts.append(self._failed(part, call.exception()))
-                else:
-                    parts.append(call.result())
-        fetched = concat_answers(parts, self.struct_type) if parts else None
+        fetched = None
+        if len(ask):
+            fetched = await self._attempt(ask, 1, deadline, resolved)
+            if self.retry is not None:
+                fetched, resolved.retries = await with_retries(
+                    lambda keys, number: self._attempt(keys, number, deadline, resolved),
+                    ask,
+                    fetched,
+                    self.retry,
+                    deadline,
+                )
         if store is not None:
             self._fill_cache(store, keys, ask_positions or [], fetched, loop.time())
         resolved.answer = self._merge(count, fetched, ask_positions, hits)
         return resolved
+
+    async def _attempt(
+        self, keys: pa.Array, number: int, deadline: float | None, resolved: _Resolved
+    ) -> ColumnarAnswer:
+        """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
+        call that raises fails its keys, one still out at the deadline times them out."""
+        loop = asyncio.get_running_loop()
+        size = self.max_batch
+        slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
+        calls = [loop.create_task(self._call(part, resolved)) for part in slices]
+        timeout = None if deadline is None else max(0.0, deadline - loop.time())
+        _, late = await asyncio.wait(calls, timeout=timeout)
+        parts: list[ColumnarAnswer] = []
+        for call, part in zip(calls, slices, strict=True):
+            if call in late:
+                call.cancel()
+                parts.append(self._failed(part, None, number))
+            elif call.exception() is not None:
+                parts.append(self._failed(part, call.exception(), number))
+            else:
+                parts.append(call.result())
+        return concat_answers(parts, self.struct_type)
 
     async def _call(self, keys: pa.Array, resolved: _Resolved) -> ColumnarAnswer:
         loop = asyncio.get_running_loop()
@@ -220,7 +243,7 @@ class ColumnarLane:
             raise TypeError(f"lookup_arrow answered {len(answer)} rows for {len(keys)} keys")
         return answer
 
-    def _failed(self, keys: pa.Array, error: BaseException | None) -> ColumnarAnswer:
+    def _failed(self, keys: pa.Array, error: BaseException | None, number: int) -> ColumnarAnswer:
         """Every key of a call that raised (``error``) or timed out (None)."""
         listed = keys.to_pylist()
         errors: dict[int, BaseException] = {}
@@ -228,7 +251,7 @@ class ColumnarLane:
             errors[position] = (
                 error
                 if error is not None
-                else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, 1)
+                else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, number)
             )
         return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
 
@@ -302,6 +325,7 @@ class ColumnarLane:
             metrics.latency.record(latency)
         metrics.cache_hits += resolved.cache_hits
         metrics.cache_misses += resolved.cache_misses
+        metrics.retries += resolved.retries
         answer = resolved.answer
         if not answer.is_simple():
             return self._per_row(item, answer)

@@ -115,8 +115,8 @@ class JoinPlan:
     def lane(self, keys: pa.Array) -> ColumnarLane | None:
         """The columnar lane for key columns like ``keys``, or None when the join takes
         the per-row path: a composite key, a key type the lane does not take, a source
-        without ``lookup_arrow``, or retries (which the lane leaves to the per-row join)."""
-        if len(self.on) != 1 or self.retry is not None or not is_columnar_key(keys):
+        without ``lookup_arrow``."""
+        if len(self.on) > 1 or not is_columnar_key(keys):  # on=(): the SQL function
             return None
         if not isinstance(self.source, ColumnarSource):
             return None
@@ -133,6 +133,7 @@ class JoinPlan:
             capacity=self.capacity,
             max_batch=self.max_batch,
             metrics=JoinMetrics(),
+            retry=self.retry,
         )
 
     def report(self, run: AsyncWaitIterator | ColumnarLane) -> None:
@@ -305,9 +306,11 @@ def lookup_structs(
     if first_input is None:
         return
     inputs = _prepend(first_input, inputs)
-    lane = plan.lane(first_input) if isinstance(first_input, pa.Array) else None
+    single = first_input[0] if _is_one_array(first_input) else first_input
+    lane = plan.lane(single) if isinstance(single, pa.Array) else None
     if lane is not None:
-        yield from _structs_columnar(plan, lane, inputs, size, struct_type)
+        arrays = (a[0] if _is_one_array(a) else a for a in inputs)
+        yield from _structs_columnar(plan, lane, arrays, size, struct_type)
         return
 
     def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:
@@ -335,6 +338,10 @@ def lookup_structs(
     finally:
         run.close()
         plan.report(run)
+
+
+def _is_one_array(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], pa.Array)
 
 
 def _structs_columnar(

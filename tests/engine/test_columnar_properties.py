@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from enrich import LookupCache, LookupFailed, lookup_chunks
+from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, retry_on_empty
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
@@ -24,6 +24,7 @@ ANSWER = st.one_of(
     st.tuples(st.one_of(st.none(), st.text(max_size=3))),  # one row
     st.lists(st.tuples(st.text(max_size=3)), max_size=3),  # 1:N (empty: a miss)
     st.just(LookupFailed("scripted", kind="status:500", retryable=False)),
+    st.just(LookupFailed("scripted", kind="status:503", retryable=True)),
 )
 
 Out = list[tuple[int, Any, Any]]
@@ -58,6 +59,7 @@ def counts(m: JoinMetrics) -> tuple[Any, ...]:
     how=st.sampled_from(["left", "inner"]),
     policy=st.sampled_from(["null", "drop", "error_column"]),
     cached=st.booleans(),
+    retried=st.sampled_from([None, "errors", "misses"]),
     capacity=st.integers(10, 40),
     max_batch=st.integers(1, 6),
 )
@@ -68,6 +70,7 @@ def test_lane_and_per_row_join_agree(
     how: str,
     policy: str,
     cached: bool,
+    retried: str | None,
     capacity: int,
     max_batch: int,
 ) -> None:
@@ -84,6 +87,10 @@ def test_lane_and_per_row_join_agree(
     def cache() -> LookupCache | None:
         return LookupCache(max_rows=5, ttl=60) if cached else None
 
+    retry = None
+    if retried is not None:
+        on_result = retry_on_empty if retried == "misses" else None
+        retry = FixedDelayRetry(3, 0.01, retry_on_result=on_result)
     reference = lookup_chunks(
         pieces,
         ColumnarFakeSource(data, never=never),
@@ -106,6 +113,7 @@ def test_lane_and_per_row_join_agree(
         capacity=capacity,
         max_batch=max_batch,
         metrics=metrics,
+        retry=retry,
     )
     got = [(j.tag, lane_rows(j)) for j in lane.run((t, pa.array(k, pa.int64())) for t, k in pieces)]
     assert got == expected

@@ -173,3 +173,21 @@ def test_the_columnar_lane_reports_its_metrics_and_keeps_capacity() -> None:
     (metrics,) = accumulator.added[0].values()
     assert (metrics.rows_in, metrics.rows_out, metrics.null_keys) == (220, 220, 20)
     assert metrics.misses == 40
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_the_sql_function_takes_the_columnar_lane(wrap: bool) -> None:
+    from enrich.testing import ColumnarFakeSource
+
+    data = {"a": ("A",), "b": [("B1",), ("B2",)]}
+    keys = [pa.array(["a", None, "b", "zz"]), pa.array([], pa.string()), pa.array(["a"] * 5)]
+    inputs = [(k,) if wrap else k for k in keys]
+    lane_plan = plan(ColumnarFakeSource(data), on=(), capacity=8)
+    assert lane_plan.lane(keys[0]) is not None
+    got = [a.to_pylist() for a in lookup_structs(lane_plan, iter(inputs))]
+    expected = [
+        a.to_pylist()
+        for a in lookup_structs(plan(FakeSource(data), on=(), capacity=8), iter(inputs))
+    ]
+    assert got == expected
+    assert got[0] == [{"value": "A"}, None, {"value": "B1"}, None] and got[1] == []
