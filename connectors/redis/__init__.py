@@ -101,6 +101,9 @@ class RedisLookup:
     """
 
     schema: Schema
+    # lookup_arrow splits its keys into MGETs of max_batch itself (the columnar lane
+    # then hands it a chunk's keys in one call).
+    splits_requests = True
 
     def __init__(
         self,

@@ -58,6 +58,10 @@ class ColumnarSource(Protocol):
     array and returns a :class:`ColumnarAnswer` of the same length whose ``rows`` have
     ``struct_type``. It raises, like ``lookup_many``, when the call fails as a whole.
     Its per-key outcomes equal those of ``lookup_many`` for the same keys and values.
+
+    A source whose ``splits_requests`` attribute is true bounds its own requests (a
+    RedisLookup sends MGETs of its ``max_batch``): the lane then gives it all the keys
+    of an attempt in one call, instead of calls of the join's ``max_batch``.
     """
 
     schema: Schema
