@@ -128,7 +128,7 @@ def lookup_join(
             partition; "unordered" emits rows as their lookups complete.
         capacity: rows in flight per task at most (backpressure beyond that); rows go
             in chunks of ``capacity // 4``, so about four chunks overlap. The default
-            (8192) keeps Redis lookups within 10% of the best setting measured.
+            (32768) was the fastest setting measured on Redis.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache`, or None.

@@ -29,11 +29,11 @@ from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
 
-# Rows in flight per task for Spark lookups, unless set: enough for four chunks of 2048
-# rows (``chunk_rows``), so that while one chunk is assembled the requests of the next
-# three are in flight. Chosen by measurement (benchmarks/results/spark.md): smaller
-# chunks pay per-chunk overhead, larger ones stop the overlap.
-DEFAULT_SPARK_CAPACITY = 8192
+# Rows in flight per task for Spark lookups, unless set: four chunks of 8192 rows
+# (``chunk_rows``), so that while one chunk is assembled the requests of the next three
+# are in flight. Chosen by measurement (benchmarks/results/spark.md): 8192 and 2048 rows
+# in flight measured slower (per-chunk costs: one GIL hand-over per decode, one future).
+DEFAULT_SPARK_CAPACITY = 32768
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "string": pa.string(),
