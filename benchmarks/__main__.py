@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "spark", "rss")
+SUITES = ("operator", "lookup", "tail", "spark", "rss")
 
 
 def main(argv: list[str]) -> None:
