@@ -73,7 +73,7 @@ def main() -> None:
                     [f"{rows:,}", f"{rss_mb():.0f}", f"{time.perf_counter() - started:.0f}"]
                 )
                 print(f"  rows {samples[-1][0]}, RSS {samples[-1][1]} MB, {samples[-1][2]} s")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # KiB
     first, last = float(str(samples[0][1])), float(str(samples[-1][1]))
     summary = (
         f"RSS after the first million rows {first:.0f} MB, at the end {last:.0f} MB: growth "
