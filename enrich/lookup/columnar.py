@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .schema import Schema
 
@@ -133,15 +132,6 @@ def concat_answers(parts: Sequence[ColumnarAnswer], struct_type: pa.StructType) 
         return ColumnarAnswer(pa.array([], type=struct_type))
     rows = pa.concat_arrays([p.rows for p in parts])
     return ColumnarAnswer(rows, errors, multi)
-
-
-def place(rows: pa.StructArray, mask: pa.Array) -> pa.Array:
-    """``rows`` (one per true entry of ``mask``) spread over ``mask``'s length, with a
-    null struct wherever ``mask`` is false or null."""
-    filled = pc.fill_null(mask, False)
-    positions = pc.subtract(pc.cumulative_sum(pc.cast(filled, pa.int64())), 1)
-    index = pc.if_else(filled, positions, pa.scalar(None, pa.int64()))
-    return rows.take(index)
 
 
 def struct_rows(rows: pa.StructArray) -> list[Row | None]:

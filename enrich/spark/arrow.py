@@ -87,9 +87,9 @@ class JoinPlan:
             return None
         if not isinstance(self.source, ColumnarSource):
             return None
-        fields = self.arrow_fields()
-        if self.with_error:
-            fields = fields[:-1]
+        # The source decodes by the dimension's own field names, not the output
+        # columns' (a prefix renames those).
+        fields = list(arrow_schema(self.source.schema))
         settings = self.settings
         return ColumnarLane(
             self.source,

@@ -199,3 +199,25 @@ def test_the_sql_function_takes_the_columnar_lane(wrap: bool) -> None:
     ]
     assert got == expected
     assert got[0] == [{"value": "A"}, None, {"value": "B1"}, None] and got[1] == []
+
+
+def test_the_columnar_lane_decodes_by_field_names_whatever_the_prefix(
+    redis_server: Any, redis_client: Any
+) -> None:
+    from connectors.redis import RedisLookup
+
+    redis_client.set("user:1", '{"name": "Ada", "credit": 2.5}')
+    source = RedisLookup(
+        redis_server.url, key_template="user:{}", value="json", schema="name string, credit double"
+    )
+    prefixed = JoinPlan(
+        name="t", source=source, on=(0,), columns=("u_name", "u_credit"), settings=JoinSettings()
+    )
+    keys = pa.RecordBatch.from_pydict({"k": pa.array([1, 2, None], pa.int8())})
+    assert prefixed.lane(keys.column(0)) is not None
+    out = rows(list(enrich_batches(prefixed, iter([keys]))))
+    assert out == [
+        {"k": 1, "u_name": "Ada", "u_credit": 2.5},
+        {"k": 2, "u_name": None, "u_credit": None},
+        {"k": None, "u_name": None, "u_credit": None},
+    ]
