@@ -60,6 +60,7 @@ from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
 from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
 from .arrow import JoinPlan, enrich_batches
+from .data_sources import register_data_sources as register_data_sources
 from .metrics import (
     EnrichMetricsListener,
     batch_statistics,
