@@ -10,7 +10,7 @@ NEEDED = (4, 0)
 
 
 def _version(text: str) -> tuple[int, int]:
-    major, minor = (text.split(".") + ["0"])[:2]
+    major, minor = [*text.split("."), "0"][:2]
     return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 

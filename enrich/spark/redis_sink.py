@@ -53,7 +53,7 @@ CHUNK = 500  # operations per pipelined round trip
 
 
 @dataclass
-class StagedPart(WriterCommitMessage):  # type: ignore[misc]
+class StagedPart(WriterCommitMessage):
     """What a task attempt staged: its staging list and how many rows it holds."""
 
     staging: str | None
@@ -173,7 +173,7 @@ def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]
         yield chunk
 
 
-class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):  # type: ignore[misc]
+class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
     """Streaming writes: one transaction per micro-batch (see the module docstring)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
@@ -188,7 +188,7 @@ class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):  # type: ignore[m
         self._abort(messages, str(batchId))
 
 
-class RedisBatchWriter(_RedisWriter, DataSourceWriter):  # type: ignore[misc]
+class RedisBatchWriter(_RedisWriter, DataSourceWriter):
     """``df.write.format("redis")``: the whole write is one transaction (no marker)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:

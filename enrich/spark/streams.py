@@ -159,7 +159,7 @@ class _Offsets:
 def read_partition(url: str, schema: StructType, partition: RedisStreamPartition) -> Iterator[Any]:
     """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
     decoder = EntryDecoder(schema)
-    client = redis_options.connect(url)
+    client: Any = redis_options.connect(url)
     try:
         after = partition.after
         while True:
@@ -174,7 +174,7 @@ def read_partition(url: str, schema: StructType, partition: RedisStreamPartition
         decoder.log_counts(partition.stream)
 
 
-class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over one or more streams; see the module docstring."""
 
     def __init__(self, settings: StreamSettings, schema: StructType) -> None:
@@ -195,7 +195,9 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         # Entries added after this moment are left for a later query run.
         self._target = {s: self._offsets.last_id(s) for s in self.settings.streams}
 
-    def latestOffset(self, start: dict[str, str] | None = None, limit: Any = None) -> dict[str, str]:
+    def latestOffset(
+        self, start: dict[str, str] | None = None, limit: Any = None
+    ) -> dict[str, str]:
         start = start or self._offsets.initial()
         budget = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):

@@ -129,9 +129,19 @@ def test_a_restarted_query_reads_only_new_entries_and_appends_each_once(
 ) -> None:
     add_orders(redis_client, 12)
     url = redis_server.url
-    run(orders_stream(spark_sources, url, maxEntriesPerTrigger=5), url, tmp_path / "ck", stream="out")
+    run(
+        orders_stream(spark_sources, url, maxEntriesPerTrigger=5),
+        url,
+        tmp_path / "ck",
+        stream="out",
+    )
     add_orders(redis_client, 4, start=12)
-    run(orders_stream(spark_sources, url, maxEntriesPerTrigger=5), url, tmp_path / "ck", stream="out")
+    run(
+        orders_stream(spark_sources, url, maxEntriesPerTrigger=5),
+        url,
+        tmp_path / "ck",
+        stream="out",
+    )
     assert [int(e["order_id"]) for e in entries(redis_client, "out")] == list(range(16))
     settings = SinkSettings.of(
         {"url": url, "stream": "out", "checkpointLocation": str(tmp_path / "ck")}
@@ -203,9 +213,7 @@ def test_bad_options_name_the_option(
         run(bad, redis_server.url, tmp_path / "c", stream="out")
 
 
-def test_secrets_stay_out_of_plans_and_errors(
-    spark_sources: SparkSession, tmp_path: Path
-) -> None:
+def test_secrets_stay_out_of_plans_and_errors(spark_sources: SparkSession, tmp_path: Path) -> None:
     secret = "pa55-S3CRET-eo"
     url = f"redis://:{secret}@127.0.0.1:1/0"  # nothing listens: the read fails
     df = (

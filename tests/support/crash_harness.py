@@ -213,8 +213,8 @@ class Harness:
             ENRICH_SINK_TEST_HOOK_DIR=str(self.hooks),
         )
         submit = Path(python).parent / "spark-submit"
-        command = [str(submit), "--master", "local[2]", "--driver-memory", "1g", str(JOB),
-                   store.url, dimension.url, self.sink, str(self.checkpoint), str(self.output)]  # fmt: skip
+        command = [str(submit), "--master", "local[2]", "--driver-memory", "1g", str(JOB)]
+        command += [store.url, dimension.url, self.sink, str(self.checkpoint), str(self.output)]
         with open(self.workdir / "job.log", "ab") as log:
             job = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, cwd=self.workdir)  # fmt: skip
@@ -252,7 +252,9 @@ class Harness:
             staged = staged_order_ids(client)
             visible = {int(f[b"order_id"]) for _, f in client.xrange("enriched", "-", "+")}
             if staged & visible:
-                raise AssertionError(f"staged rows visible before commit: {sorted(staged & visible)[:5]}")
+                raise AssertionError(
+                    f"staged rows visible before commit: {sorted(staged & visible)[:5]}"
+                )
         if point == "mid_write":
             # Only the Python worker writing the batch dies; Spark fails the task.
             os.kill(int(mark.read_text()), signal.SIGKILL)
