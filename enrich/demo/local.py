@@ -97,8 +97,11 @@ def local_redis() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def dimension_service(latency: float = 0.0, users: int = 100_000) -> Iterator[str]:
-    """Run the demo dimension service; yields its base URL (http://127.0.0.1:PORT)."""
+def dimension_service(
+    latency: float = 0.0, users: int = 100_000, slow_every: int = 0, slow_latency: float = 0.0
+) -> Iterator[str]:
+    """Run the demo dimension service; yields its base URL (http://127.0.0.1:PORT).
+    With ``slow_every``, ids divisible by it answer after ``slow_latency`` seconds."""
     port = free_port()
     command = [
         sys.executable,
@@ -110,6 +113,10 @@ def dimension_service(latency: float = 0.0, users: int = 100_000) -> Iterator[st
         str(latency),
         "--users",
         str(users),
+        "--slow-every",
+        str(slow_every),
+        "--slow-latency",
+        str(slow_latency),
     ]
     with _serving(command, port, "the dimension service"):
         yield f"http://127.0.0.1:{port}"

@@ -32,21 +32,11 @@ import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 try:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import (
-        BinaryType,
-        BooleanType,
-        DataType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
+    from pyspark.sql import DataFrame, SparkSession, types as T
+    from pyspark.sql.types import DataType, StringType, StructField, StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
@@ -54,13 +44,16 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..lookup import types
 from ..lookup.cache import LookupCache
-from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
+from ..lookup.ddl import parse_type
 from ..lookup.metrics import JoinMetrics
+from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from .arrow import JoinPlan, enrich_batches
 from .data_sources import register_data_sources as register_data_sources
+from .keys import check_key_columns
 from .metrics import (
     EnrichMetricsListener,
     batch_statistics,
@@ -81,19 +74,43 @@ __all__ = (
 )
 
 _SPARK_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "bigint": LongType(),
-    "double": DoubleType(),
-    "float": FloatType(),
-    "boolean": BooleanType(),
-    "binary": BinaryType(),
+    "string": T.StringType(),
+    "tinyint": T.ByteType(),
+    "smallint": T.ShortType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+    "binary": T.BinaryType(),
+    "date": T.DateType(),
+    "timestamp": T.TimestampType(),
+    "timestamp_ntz": T.TimestampNTZType(),
 }
 
 
-def spark_type(canonical: str) -> DataType:
-    """The Spark type of a schema's canonical type name (``"bigint"`` -> ``LongType()``)."""
-    return _SPARK_TYPES[canonical]
+def spark_type(type_: types.DataType | str) -> DataType:
+    """The Spark type of a dimension type, or of its DDL text: ``"bigint"`` is
+    ``LongType()``, ``"array<decimal(10,2)>"`` is ``ArrayType(DecimalType(10, 2))``.
+
+    Nested elements, map values and struct fields are nullable unless declared
+    ``NOT NULL`` (map keys never are), as in Spark.
+    """
+    if isinstance(type_, str):
+        type_ = parse_type(type_)
+    if isinstance(type_, types.AtomicType):
+        return _SPARK_TYPES[type_.name]
+    if isinstance(type_, types.DecimalType):
+        return T.DecimalType(type_.precision, type_.scale)
+    if isinstance(type_, types.ArrayType):
+        return T.ArrayType(spark_type(type_.element), containsNull=True)
+    if isinstance(type_, types.MapType):
+        return T.MapType(spark_type(type_.key), spark_type(type_.value), valueContainsNull=True)
+    if isinstance(type_, types.StructType):
+        return StructType(
+            [StructField(f.name, spark_type(f.type), nullable=f.nullable) for f in type_.fields]
+        )
+    raise TypeError(f"not a dimension type: {type_!r}")
 
 
 def lookup_join(
@@ -121,20 +138,24 @@ def lookup_join(
         df: the input; every column is kept.
         source: the dimension store (e.g. ``RedisLookup``, ``HttpLookup``); it is pickled
             to the executors.
-        on: the key column, or several for a composite key (a tuple key). A row whose
-            key (or any part of it) is null finds nothing.
+        on: the key column, or several for a composite key (a tuple key). A key column
+            is a string, an integral type (tinyint to bigint) or binary; any other type
+            (double, decimal, boolean, timestamp, date, array, ...) is refused here,
+            before any job runs. A row whose key (or any part of it) is null finds
+            nothing.
         how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
             them.
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
-        capacity: rows in flight per task at most (backpressure beyond that).
+        capacity: rows in flight per task at most (backpressure beyond that); the
+            rows go to the engine in chunks of ``enrich.chunk_rows(capacity)``.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache`, or None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
-        max_batch: keys per ``lookup_many`` call at most.
+        max_batch: keys in one request (one ``lookup_many`` call) at most.
         prefix: put before each dimension column's name.
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see
@@ -147,8 +168,9 @@ def lookup_join(
 
     Raises:
         ValueError: an ``on`` column is missing (the message lists the available
-            columns), output names collide (named in the message; use ``prefix``), or a
-            setting is invalid.
+            columns) or of a type no key may have (the message names the column, its
+            type and the cast that fixes it), output names collide (named in the
+            message; use ``prefix``), or a setting is invalid (named with its value).
 
     Metrics: each task adds its join's :class:`~enrich.JoinMetrics` to an accumulator
     when it ends; read them with :func:`statistics` or log them per micro-batch with
@@ -159,23 +181,23 @@ def lookup_join(
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    _check_settings(timeout, capacity, retry)
-    # Validates how, on_error, cache and max_batch exactly as the workers will; opens nothing.
-    LookupJoin(
-        source,
+    settings = JoinSettings(
+        on=on,
         how=how,
         on_error=on_error,
-        cache=cache,
-        retry=retry,
+        mode=mode,
+        capacity=capacity,
         timeout=timeout,
+        retry=retry,
+        cache=cache,
         max_batch=max_batch,
+        prefix=prefix,
+        error_column=error_column,
     )
-    wait_mode = OutputMode.of(mode)
-    if not isinstance(prefix, str):
-        raise ValueError(f"prefix must be a string, got {prefix!r}")
-    positions = _key_positions(df.columns, on)
+    positions = _key_positions(df.columns, settings.on, on)
+    check_key_columns(df.schema, positions)
     columns = tuple(prefix + f for f in source.schema.names)
-    added = [*columns, error_column] if on_error == "error_column" else list(columns)
+    added = [*columns, error_column] if settings.with_error else list(columns)
     _check_collisions(df.columns, added)
     name = _join_name(name)
     plan = JoinPlan(
@@ -183,22 +205,14 @@ def lookup_join(
         source=source,
         on=positions,
         columns=columns,
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        mode=wait_mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-        error_column=error_column,
+        settings=settings,
         accumulator=register(df.sparkSession, name),
     )
     fields = [
         StructField(column, spark_type(f.type), nullable=True)
         for column, f in zip(columns, source.schema.fields, strict=True)
     ]
-    if on_error == "error_column":
+    if settings.with_error:
         fields.append(StructField(error_column, StringType(), nullable=True))
     schema = StructType([*df.schema.fields, *fields])
     return df.mapInArrow(partial(enrich_batches, plan), schema)
@@ -212,11 +226,10 @@ def _join_name(name: str | None) -> str:
     return name
 
 
-def _key_positions(columns: Sequence[str], on: str | Sequence[str]) -> tuple[int, ...]:
+def _key_positions(columns: Sequence[str], wanted: Sequence[str], on: Any) -> tuple[int, ...]:
     """Where the key columns are; a missing one is an error listing what exists."""
-    wanted = [on] if isinstance(on, str) else list(on)
-    if not wanted or not all(isinstance(c, str) for c in wanted):
-        raise ValueError(f"on must be a column name or a list of names, got {on!r}")
+    if not wanted:
+        raise ValueError(f"on must be a column name or a list of them, got {on!r}")
     positions: list[int] = []
     missing: list[str] = []
     for column in wanted:

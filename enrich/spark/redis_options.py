@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from connectors.redis.config import Endpoint, mask_secrets
+from connectors.masking import mask_url
+from connectors.redis.endpoint import Endpoint
 
 if TYPE_CHECKING:  # redis is imported where a connection is opened, on the workers
     import redis
@@ -46,12 +47,17 @@ def positive_int(options: Mapping[str, str], name: str, default: int | None) -> 
 
 def endpoint(url: str) -> Endpoint:
     """The endpoint of a ``redis://`` / ``rediss://`` URL (errors mask the password)."""
-    return Endpoint.parse(url, cluster=False, username=None, password=None)
+    where = Endpoint.parse(url, cluster=False, username=None, password=None)
+    if where.is_sentinel:
+        raise ValueError(
+            f"the Redis data sources take a redis:// or rediss:// url, got {masked(url)!r}"
+        )
+    return where
 
 
 def masked(url: str) -> str:
     """``url`` with its password, if any, shown as ``***``."""
-    return mask_secrets(url)
+    return mask_url(url, keep_user=True)
 
 
 def connect(url: str, **kwargs: Any) -> redis.Redis:
