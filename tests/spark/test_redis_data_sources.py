@@ -240,13 +240,13 @@ class _Task:
     def __init__(self, partition: int, attempt: int, batch: str) -> None:
         self._partition, self._attempt, self._batch = partition, attempt, batch
 
-    def partitionId(self) -> int:  # noqa: N802 - pyspark's name
+    def partitionId(self) -> int:
         return self._partition
 
-    def taskAttemptId(self) -> int:  # noqa: N802 - pyspark's name
+    def taskAttemptId(self) -> int:
         return self._attempt
 
-    def getLocalProperty(self, name: str) -> str | None:  # noqa: N802 - pyspark's name
+    def getLocalProperty(self, name: str) -> str | None:
         return self._batch if name == "streaming.sql.batchId" else None
 
 
