@@ -14,30 +14,34 @@ and a row that times out leaves the shared request). Under UNORDERED, the rows o
 chunk that are answered leave at once, and free their capacity, without waiting for
 their chunk-mates.
 
-The join glues four parts: :mod:`~enrich.lookup.registry` (which chunks wait for which
+The join glues its parts: :mod:`~enrich.lookup.registry` (which chunks wait for which
 key, calls made, pending retries), :mod:`~enrich.lookup.batcher` (pending keys into
-requests), :mod:`~enrich.lookup.delivery` (answers into chunks, rows out) and, here, the
-admission of chunks and the settling of each answer (cache, retry, error policy).
+requests), :mod:`~enrich.lookup.settle` (each answer cached, retried or handed on under
+the error policy), :mod:`~enrich.lookup.delivery` (answers into chunks, rows out); the
+admission of chunks is its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from .._errors import LookupFailed
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.retry import RetryStrategy
 from .batcher import Batcher
-from .cache import MISS, CacheStatistics, LookupCache
+from .cache import CacheStatistics, LookupCache
 from .delivery import Delivery
-from .joined import NULL_KEY, Failed, as_rows
+from .joined import NULL_KEY, Failed
 from .keys import BadKey, admit_keys
 from .metrics import JoinMetrics
 from .registry import Chunk, Registry
 from .settings import DEFAULT_MAX_BATCH, JoinSettings
+from .settle import (
+    _MISS_RESULT as _MISS_RESULT,  # the columnar lane's retries use it
+    Settler,
+)
 from .source import LookupSource
 
 
@@ -121,14 +125,15 @@ class LookupJoin(AsyncFunction):
         self._store: Any = None
         self._registry = Registry()
         self._delivery = Delivery(settings.how, settings.on_error, self.metrics, self._registry)
-        self._batcher = Batcher(
+        self._settler = Settler(settings, self.metrics, self._registry, self._delivery)
+        self._batcher = self._settler.batcher = Batcher(
             source,
             settings.max_batch,
             self.metrics,
             self._registry,
             counts_attempts=settings.retry is not None,  # only retries read the counts
-            answered=self._answered,
-            failed=self._failed,
+            answered=self._settler.answered,
+            failed=self._settler.failed,
         )
 
     def __repr__(self) -> str:
@@ -143,6 +148,7 @@ class LookupJoin(AsyncFunction):
         self._batcher.open(loop, self._clock)
         if self.cache is not None:
             self._store = self.cache.storage(_scope(self.source))
+        self._settler.open(self._clock, self._store)
 
     def close(self) -> None:
         self._batcher.close()
@@ -237,123 +243,6 @@ class LookupJoin(AsyncFunction):
         timeout = self._timeout if self._timeout is not None else float("nan")
         self._delivery.time_out(chunk, result, timeout)
 
-    # -- answers -------------------------------------------------------------------------
-
-    def _answered(self, keys: list[Any], found: Mapping[Any, Any]) -> None:
-        """Hand the answers of ``keys`` (absent from ``found``: a miss) to their rows."""
-        delivery = self._delivery
-        if self.retry is not None:
-            for key in keys:
-                self._settle(key, found.get(key))
-            delivery.release_touched()
-            self._batcher.schedule()  # retries due now, if any
-            return
-        # The common case, kept tight: no retries to consider.
-        store = self._store
-        if store is None and _all_single_rows(found):
-            delivery.give_found(keys, found)
-            delivery.release_touched()
-            return
-        clock = self._clock
-        assert clock is not None
-        get = found.get
-        pop = self._registry.waiting.pop
-        give = delivery.give
-        now = clock.now()
-        for key in keys:
-            answer = get(key)
-            if type(answer) is not tuple:
-                self._settle(key, answer)
-                continue
-            if store is not None:
-                store.put(key, answer, now)
-            waiters = pop(key, None)
-            for chunk in (waiters,) if type(waiters) is Chunk else waiters or ():
-                give(chunk, key, answer)
-        delivery.release_touched()
-
-    def _failed(self, keys: list[Any], error: Exception) -> None:
-        """A request raised before answering ``keys``: each fails, or is retried."""
-        for key in keys:
-            self._answer(key, None, error)
-        self._delivery.release_touched()
-        self._batcher.schedule()  # retries due now, if any
-
-    def _settle(self, key: Any, answer: Any) -> None:
-        if isinstance(answer, BaseException):
-            self._answer(key, None, answer)
-            return
-        try:
-            rows = as_rows(answer)
-        except TypeError as exc:  # the source broke its contract: asking again won't help
-            error = LookupFailed(str(exc), key=key, kind="answer", retryable=False)
-            self._answer(key, None, error)
-        else:
-            self._answer(key, rows, None)
-
-    def _answer(self, key: Any, rows: Any, error: BaseException | None) -> None:
-        """Settle ``key`` for every chunk waiting for it, or schedule its retry for the
-        chunks whose deadline the retry starts before (the others keep this outcome)."""
-        registry = self._registry
-        live = registry.live(key)
-        if not live:
-            registry.forget(key)
-            return
-        staying = self._retry_for(key, rows, error, live)
-        if staying:
-            registry.keep(key, staying)
-            live = [chunk for chunk in live if chunk not in staying]
-            if not live:
-                return
-        else:
-            registry.forget(key)
-        store = self._store
-        if error is not None:
-            if store is not None and not staying:
-                store.failed()
-            outcome: Any = Failed(error)
-        else:
-            if store is not None and not staying:
-                store.put(key, rows, self._clock.now())  # type: ignore[union-attr]
-            outcome = rows
-        delivery = self._delivery
-        if error is not None and self.on_error == "fail":
-            for chunk in live:
-                if not chunk.done:
-                    delivery.fail(chunk, error)
-            return
-        for chunk in live:
-            delivery.give(chunk, key, outcome)
-
-    def _retry_for(
-        self, key: Any, rows: Any, error: BaseException | None, waiters: list[Chunk]
-    ) -> list[Chunk]:
-        """Schedule another call for ``key`` if the policy wants one; returns the chunks
-        that wait for it (those whose deadline comes after the retry starts). When it
-        starts, and whether that is in time for a chunk, are the strategy's to say."""
-        retry = self.retry
-        if retry is None:
-            return []
-        registry = self._registry
-        attempt = registry.attempt(key)
-        if attempt >= retry.max_attempts:
-            return []
-        if error is not None:
-            again = retry.should_retry_exception(error)
-        else:
-            again = rows is MISS and retry.should_retry_result(_MISS_RESULT)
-        if not again:
-            return []
-        clock = self._clock
-        assert clock is not None
-        when = retry.retry_at(attempt, clock.now(), error)
-        staying = [chunk for chunk in waiters if retry.starts_in_time(when, chunk.deadline)]
-        if not staying:
-            return []  # it would start after every deadline: the last outcome stands
-        self.metrics.retries += 1
-        registry.schedule_retry(key, when, clock, self._batcher.again)
-        return staying
-
 
 def _stand_in_bad_keys(chunk: Chunk, keys: list[Any]) -> list[Any]:
     """Fail the rows whose key broke the rule (each :class:`BadKey` is its own key)."""
@@ -362,19 +251,6 @@ def _stand_in_bad_keys(chunk: Chunk, keys: list[Any]) -> list[Any]:
             chunk.answers[key] = Failed(key.error)
             chunk.simple = False
     return keys
-
-
-class _MissMarker(list):  # type: ignore[type-arg]
-    is_miss = True
-
-
-_MISS_RESULT = _MissMarker()  # what a miss looks like to a retry_on_result predicate
-
-
-def _all_single_rows(found: Mapping[Any, Any]) -> bool:
-    """Whether every answer of a call is one row (misses are simply absent)."""
-    kinds = set(map(type, found.values()))
-    return not kinds or kinds == {tuple}
 
 
 def _scope(source: LookupSource) -> Any:
