@@ -58,9 +58,10 @@ class Registry:
     """Keys -> the chunks waiting for them, the calls made for them, their retry timers.
 
     ``waiting`` maps a key to its one chunk, or to a list of chunks. The join's
-    admission reads and fills it directly: that loop runs per key, and a method call
-    per key there costs more than the rest of the admission (see ``./scripts/dev bench
-    lookup``). Everything else goes through the methods.
+    admission reads and fills it directly, and the settling of single-row answers
+    with a cache pops from it: those loops run per key, where a method call per key
+    would be a large share of the work (see ``./scripts/dev bench lookup``).
+    Everything else goes through the methods.
     """
 
     __slots__ = ("attempts", "timers", "waiting")
