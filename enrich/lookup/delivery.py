@@ -157,11 +157,16 @@ class Delivery:
         """The chunk's deadline passed: its unanswered keys time out, row by row; it
         leaves the requests it shared, which go on for the other chunks."""
         registry = self._registry
-        registry.leave(chunk)
         answers = chunk.answers
-        for key in dict.fromkeys(chunk.keys):
-            if key not in answers:
-                answers[key] = Failed(LookupTimeout(key, timeout, registry.attempt(key)))
+        # The attempts are read before leaving: a key only this chunk waited for is
+        # forgotten by leave(), its count with it.
+        timed_out = {
+            key: Failed(LookupTimeout(key, timeout, registry.attempt(key)))
+            for key in dict.fromkeys(chunk.keys)
+            if key not in answers
+        }
+        registry.leave(chunk)
+        answers.update(timed_out)
         chunk.simple = False
         chunk.remaining = 0
         chunk.result = result  # the operator only accepts the timeout's own completion
