@@ -78,9 +78,11 @@ def test_with_a_cache_the_loop_decodes_to_fill_it() -> None:
     source = RecordingSource(DATA)
     run = lane(source, cache=LookupCache(max_rows=10, ttl=60))
     first = list(run.run(chunks()))
+    decodes = len(source.decoded_on)
+    assert decodes >= 2  # the first chunk's two calls (the second's may hit the cache)
     assert threading.get_ident() not in source.decoded_on
     again = list(run.run(chunks()))  # every key cached now: nothing fetched, same rows
-    assert len(source.decoded_on) == 3
+    assert len(source.decoded_on) == decodes
     assert [j.structs.to_pylist() for j in again if isinstance(j, ColumnarJoined)] == [
         j.structs.to_pylist() for j in first if isinstance(j, ColumnarJoined)
     ]
