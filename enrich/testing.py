@@ -340,6 +340,22 @@ class ColumnarFakeSource(FakeSource):
         return answer_from_mapping(listed, await self.lookup_many(listed), struct_type)
 
 
+class DeferredColumnarFakeSource(ColumnarFakeSource):
+    """A :class:`ColumnarFakeSource` that also splits its lookup at the reply
+    (``fetch_arrow``): the lane then runs the conversion to columns on its caller's
+    thread, as it does a RedisLookup's bulk decode."""
+
+    async def fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
+        """``lookup_arrow`` with the conversion to columns left as a step for later."""
+        from functools import partial
+
+        from .lookup.columnar import answer_from_mapping
+
+        listed = keys.to_pylist()
+        found = await self.lookup_many(listed)
+        return partial(answer_from_mapping, listed, found, struct_type)
+
+
 class ManualFunction(AsyncFunction):
     """A callback-style function that completes only when the test says so.
 
@@ -364,6 +380,7 @@ class ManualFunction(AsyncFunction):
 
 __all__ = (
     "ColumnarFakeSource",
+    "DeferredColumnarFakeSource",
     "FakeClock",
     "FakeFunction",
     "FakeSource",

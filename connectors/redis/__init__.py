@@ -281,6 +281,13 @@ class RedisLookup:
 
         return await lookup_arrow(self, keys, struct_type)
 
+    async def fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
+        """``lookup_arrow`` split at the reply: the MGETs now, the bulk decode returned
+        as a step the caller runs on its own thread (see ``connectors.redis.arrow``)."""
+        from .arrow import fetch_arrow
+
+        return await fetch_arrow(self, keys, struct_type)
+
     async def _run_commands(
         self,
         handle: Any,

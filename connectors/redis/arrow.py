@@ -15,17 +15,22 @@ text as with ``lookup_many``:
 * every value of a schema with a type outside :data:`BULK_TYPES`.
 
 Hash and string values are read by ``lookup_many`` and converted to columns.
+
+:func:`fetch_arrow` is the same lookup split at the reply: the MGETs now, the decoding as
+a step for later (the lane runs it on the Spark task thread, see
+:class:`enrich.lookup.columnar.ColumnarSource`).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from enrich.lookup.columnar import ColumnarAnswer, answer_from_mapping
+from enrich.lookup.columnar import ColumnarAnswer, Decode, answer_from_mapping
 
 from . import client, codec
 from .codec import Command
@@ -44,14 +49,20 @@ async def lookup_arrow(
     source: RedisLookup, keys: pa.Array, struct_type: pa.StructType
 ) -> ColumnarAnswer:
     """``source.lookup_arrow``: see the module docstring."""
+    decode = await fetch_arrow(source, keys, struct_type)
+    return decode()
+
+
+async def fetch_arrow(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
+    """``source.fetch_arrow``: the requests of :func:`lookup_arrow`, made now, and its
+    decoding, returned as a step to run later on any thread (it reads only the replies
+    and settings captured here)."""
     settings: LookupSettings = source._settings
     if settings.value is not ValueFormat.JSON or len(keys) == 0:
-        listed = keys.to_pylist()
-        return answer_from_mapping(listed, await source.lookup_many(listed), struct_type)
+        return await _general(source, keys, struct_type)
     redis_keys = _render(settings, keys)
     if redis_keys is None:  # keys the template cannot take in bulk: the general path
-        listed = keys.to_pylist()
-        return answer_from_mapping(listed, await source.lookup_many(listed), struct_type)
+        return await _general(source, keys, struct_type)
     endpoint = settings.connection.endpoint
     wanted = list(zip(range(len(redis_keys)), redis_keys, strict=True))
     commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
@@ -75,9 +86,26 @@ async def lookup_arrow(
                 for position, raw in zip(command.keys, reply, strict=True):
                     values[position] = raw
     if denied:  # one denied key refuses a whole MGET: let the general path ask key by key
-        listed = keys.to_pylist()
-        return answer_from_mapping(listed, await source.lookup_many(listed), struct_type)
-    answer = decode_json(values, redis_keys, settings, source.schema, struct_type)
+        return await _general(source, keys, struct_type)
+    return partial(_decoded, values, redis_keys, settings, source.schema, struct_type, errors)
+
+
+async def _general(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
+    """``lookup_many``'s answer, converted to columns by the decode step."""
+    listed = keys.to_pylist()
+    found = await source.lookup_many(listed)
+    return partial(answer_from_mapping, listed, found, struct_type)
+
+
+def _decoded(
+    values: list[bytes | None],
+    redis_keys: list[bytes],
+    settings: LookupSettings,
+    schema: Any,
+    struct_type: pa.StructType,
+    errors: dict[int, BaseException],
+) -> ColumnarAnswer:
+    answer = decode_json(values, redis_keys, settings, schema, struct_type)
     answer.errors.update(errors)
     return answer
 

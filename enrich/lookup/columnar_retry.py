@@ -2,10 +2,11 @@
 
 The rules are :class:`~enrich.lookup.join.LookupJoin`'s: a key is asked again when its
 error is retryable (``should_retry_exception``) or it missed and the strategy retries
-empty results (``should_retry_result``); ``max_attempts`` counts every call; the delay is
-the strategy's ``delay(attempt)``, lengthened by an error's ``retry_after`` hint; a retry
-that would start at or after the deadline is not made, and the last outcome stands. A
-retry never reads the cache. Imports no pyspark.
+empty results (``should_retry_result``); ``max_attempts`` counts every call; when a retry
+starts (``retry_at``: the backoff, or an error's longer ``retry_after`` hint) and whether
+it is made before the deadline (``starts_in_time``; if not, the last outcome stands) are
+the strategy's rules, the ones the per-row join follows. A retry never reads the cache.
+Imports no pyspark.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ async def with_retries(
     number = 1
     while candidates and number < retry.max_attempts:
         missing = answer.rows.is_null().to_pylist()
-        groups: dict[float, list[int]] = {}
+        groups: dict[float, list[int]] = {}  # start time -> key positions
         now = loop.time()
         for position in candidates:
             error = answer.errors.get(position)
@@ -52,25 +53,21 @@ async def with_retries(
                 )
             if not again:
                 continue
-            delay = retry.delay(number)
-            hint = getattr(error, "retry_after", None)
-            if isinstance(hint, (int, float)) and hint > delay:
-                delay = float(hint)
-            if deadline is not None and now + delay >= deadline:
-                continue  # it would start after the deadline: the last outcome stands
-            groups.setdefault(delay, []).append(position)
+            when = retry.retry_at(number, now, error)
+            if retry.starts_in_time(when, deadline):
+                groups.setdefault(when, []).append(position)
         if not groups:
             break
         candidates = [p for group in groups.values() for p in group]
         retried += len(candidates)
 
-        async def again_after(delay: float, positions: list[int], number: int) -> ColumnarAnswer:
-            await asyncio.sleep(delay)
+        async def again_at(when: float, positions: list[int], number: int) -> ColumnarAnswer:
+            await asyncio.sleep(max(0.0, when - loop.time()))
             return await attempt(keys.take(pa.array(positions, pa.int64())), number)
 
         number += 1
         parts = await asyncio.gather(
-            *(again_after(d, positions, number) for d, positions in groups.items())
+            *(again_at(when, positions, number) for when, positions in groups.items())
         )
         for positions, part in zip(groups.values(), parts, strict=True):
             answer = _replace(answer, positions, part)

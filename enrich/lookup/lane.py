@@ -20,6 +20,12 @@ Semantics (those of the per-row join, see the README's table):
   ``on_error``; the metrics count rows, misses, null keys, errors, cache hits and
   requests as the per-row join does.
 
+Decoding happens on the task thread where it can: a source with ``fetch_arrow`` (see
+:class:`~enrich.lookup.columnar.ColumnarSource`) hands the loop's raw replies over with
+a decode step, which the task thread runs when it assembles the chunk, so the loop thread
+only makes requests. A join with a cache or retries needs the decoded answer on the loop
+(to store it, to see which keys to ask again) and decodes there.
+
 Retries follow the per-row join's rules (see :mod:`enrich.lookup.columnar_retry`), per
 chunk: a key pending in two chunks at once is asked for each.
 Imports no pyspark.
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +50,7 @@ from .cache import MISS, LookupCache
 from .columnar import (
     ColumnarAnswer,
     ColumnarSource,
+    Decode,
     concat_answers,
     rows_to_struct,
     struct_rows,
@@ -70,10 +77,26 @@ class ColumnarJoined:
 
 
 @dataclass(slots=True)
+class _Fetched:
+    """A call's answer still to decode: its keys, its attempt number and decode step."""
+
+    keys: pa.Array
+    number: int
+    decode: Decode
+
+
+_Part = ColumnarAnswer | _Fetched
+
+
+@dataclass(slots=True)
 class _Resolved:
-    """What the loop found for a chunk's distinct keys, and its counters."""
+    """What the loop found for a chunk's distinct keys, and its counters.
+
+    ``parts``, when set, are the answer still to settle on the task thread (aligned with
+    the distinct keys, in order); otherwise ``answer`` is the answer."""
 
     answer: ColumnarAnswer
+    parts: list[_Part] | None = None
     requests: int = 0
     keys_requested: int = 0
     latencies: list[float] = field(default_factory=list)
@@ -194,14 +217,18 @@ class ColumnarLane:
             ask = distinct.take(pa.array(ask_positions, pa.int64()))
         fetched = None
         if len(ask):
-            fetched = await self._attempt(ask, 1, deadline, resolved)
+            parts = await self._attempt(ask, 1, deadline, resolved)
+            if store is None and self.retry is None:
+                resolved.parts = parts  # decoded by the task thread (module docstring)
+                return resolved
+            fetched = self._settle(parts)
             if self.retry is not None:
+
+                async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
+                    return self._settle(await self._attempt(keys, number, deadline, resolved))
+
                 fetched, resolved.retries = await with_retries(
-                    lambda keys, number: self._attempt(keys, number, deadline, resolved),
-                    ask,
-                    fetched,
-                    self.retry,
-                    deadline,
+                    again, ask, fetched, self.retry, deadline
                 )
         if store is not None:
             self._fill_cache(store, keys, ask_positions or [], fetched, loop.time())
@@ -210,9 +237,10 @@ class ColumnarLane:
 
     async def _attempt(
         self, keys: pa.Array, number: int, deadline: float | None, resolved: _Resolved
-    ) -> ColumnarAnswer:
+    ) -> list[_Part]:
         """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
-        call that raises fails its keys, one still out at the deadline times them out."""
+        call that raises fails its keys, one still out at the deadline times them out.
+        The parts, in key order, are still to settle (:meth:`_settle`)."""
         loop = asyncio.get_running_loop()
         size = self.max_batch
         if getattr(self.source, "splits_requests", False):
@@ -222,10 +250,10 @@ class ColumnarLane:
             # releases the GIL and then waits up to the switch interval to get it back).
             size = max(1, len(keys))
         slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
-        calls = [loop.create_task(self._call(part, resolved)) for part in slices]
+        calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
         timeout = None if deadline is None else max(0.0, deadline - loop.time())
         _, late = await asyncio.wait(calls, timeout=timeout)
-        parts: list[ColumnarAnswer] = []
+        parts: list[_Part] = []
         for call, part in zip(calls, slices, strict=True):
             if call in late:
                 call.cancel()
@@ -234,20 +262,41 @@ class ColumnarLane:
                 parts.append(self._failed(part, call.exception(), number))
             else:
                 parts.append(call.result())
-        return concat_answers(parts, self.struct_type)
+        return parts
 
-    async def _call(self, keys: pa.Array, resolved: _Resolved) -> ColumnarAnswer:
+    async def _call(self, keys: pa.Array, number: int, resolved: _Resolved) -> _Part:
         loop = asyncio.get_running_loop()
         resolved.requests += 1
         resolved.keys_requested += len(keys)
+        fetch = getattr(self.source, "fetch_arrow", None)
         started = loop.time()
         try:
+            if fetch is not None:
+                return _Fetched(keys, number, await fetch(keys, self.struct_type))
             answer = await self.source.lookup_arrow(keys, self.struct_type)
         finally:
             resolved.latencies.append(loop.time() - started)
-        if len(answer) != len(keys):
-            raise TypeError(f"lookup_arrow answered {len(answer)} rows for {len(keys)} keys")
+        _check_length(answer, keys)
         return answer
+
+    def _settle(self, parts: Sequence[_Part]) -> ColumnarAnswer:
+        """The answer of an attempt's parts, decoding the fetched ones (on the calling
+        thread); a decode step that raises fails its call's keys, as a call that raises
+        does."""
+        answers: list[ColumnarAnswer] = []
+        for part in parts:
+            if isinstance(part, _Fetched):
+                try:
+                    decoded = part.decode()
+                    _check_length(decoded, part.keys)
+                except Exception as error:  # the call's own failure, as on the loop
+                    decoded = self._failed(part.keys, error, part.number)
+                answers.append(decoded)
+            else:
+                answers.append(part)
+        if not answers:
+            return ColumnarAnswer(rows_to_struct([], self.struct_type))
+        return concat_answers(answers, self.struct_type)
 
     def _failed(self, keys: pa.Array, error: BaseException | None, number: int) -> ColumnarAnswer:
         """Every key of a call that raised (``error``) or timed out (None)."""
@@ -332,7 +381,7 @@ class ColumnarLane:
         metrics.cache_hits += resolved.cache_hits
         metrics.cache_misses += resolved.cache_misses
         metrics.retries += resolved.retries
-        answer = resolved.answer
+        answer = resolved.answer if resolved.parts is None else self._settle(resolved.parts)
         if not answer.is_simple():
             return self._per_row(item, answer)
         structs = answer.rows.take(item.indices)
@@ -362,3 +411,8 @@ class ColumnarLane:
                 answers[key] = MISS if row is None else row
         keys = [None if i is None else distinct[i] for i in item.indices.to_pylist()]
         return assemble(item.tag, keys, answers, False, self.how, self.on_error, self.metrics)
+
+
+def _check_length(answer: ColumnarAnswer, keys: pa.Array) -> None:
+    if len(answer) != len(keys):
+        raise TypeError(f"lookup_arrow answered {len(answer)} rows for {len(keys)} keys")

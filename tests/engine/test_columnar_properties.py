@@ -13,7 +13,7 @@ from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, re
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
-from enrich.testing import ColumnarFakeSource
+from enrich.testing import ColumnarFakeSource, DeferredColumnarFakeSource
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,6 +62,7 @@ def counts(m: JoinMetrics) -> tuple[Any, ...]:
     retried=st.sampled_from([None, "errors", "misses"]),
     capacity=st.integers(10, 40),
     max_batch=st.integers(1, 6),
+    deferred=st.booleans(),
 )
 def test_lane_and_per_row_join_agree(
     chunks: list[list[Any]],
@@ -73,6 +74,7 @@ def test_lane_and_per_row_join_agree(
     retried: str | None,
     capacity: int,
     max_batch: int,
+    deferred: bool,
 ) -> None:
     if never:
         max_batch = 1  # a call that never answers times out every key it carries
@@ -103,8 +105,11 @@ def test_lane_and_per_row_join_agree(
     )
     expected = [(c.tag, per_row_rows(c)) for c in reference]
     metrics = JoinMetrics()
+    # deferred: the source hands its answer over undecoded (fetch_arrow), and the lane
+    # converts it on this thread, as it does a RedisLookup's bulk decode.
+    kind = DeferredColumnarFakeSource if deferred else ColumnarFakeSource
     lane = ColumnarLane(
-        ColumnarFakeSource(data, never=never),
+        kind(data, never=never),
         STRUCT,
         how=how,
         on_error=policy,

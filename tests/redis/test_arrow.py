@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pyarrow as pa
@@ -154,3 +155,18 @@ async def test_bulk_decoding_matches_per_value_decoding_without_a_server() -> No
         None,
         None,
     )
+
+
+async def test_fetch_arrow_reads_now_and_decodes_later_on_any_thread(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    for name, value in TRICKY.items():
+        redis_client.set(f"t:{name}", value)
+    source = make_lookup(redis_server.url, key_template="t:{}", value="json", schema=SCHEMA)
+    keys = [*TRICKY, "absent"]
+    decode = await source.fetch_arrow(pa.array(keys), STRUCT)
+    want = outcomes(keys, await source.lookup_arrow(pa.array(keys), STRUCT))
+    redis_client.flushall()  # the decode step works from the replies it holds, no I/O
+    answer = await asyncio.to_thread(decode)
+    assert outcomes(keys, answer) == want
+    assert want["plain"] == ("Ada", 1, 9007199254740993, 2.0, None, True)

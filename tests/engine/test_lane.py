@@ -1,0 +1,102 @@
+"""The columnar lane's hand-over: fetched answers are decoded on the task thread."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from enrich import LookupCache
+from enrich.lookup.columnar import ColumnarAnswer, Decode
+from enrich.lookup.joined import JoinedChunk
+from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.metrics import JoinMetrics
+from enrich.testing import DeferredColumnarFakeSource
+
+pytestmark = pytest.mark.timeout(30)
+
+STRUCT = pa.struct([("value", pa.string())])
+DATA = {1: ("one",), 2: ("two",)}
+
+
+class RecordingSource(DeferredColumnarFakeSource):
+    """Records the thread each decode step runs on; ``broken`` makes them raise."""
+
+    def __init__(self, *args: Any, broken: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.decoded_on: list[int] = []
+        self.broken = broken
+
+    async def fetch_arrow(self, keys: Any, struct_type: Any) -> Decode:
+        decode = await super().fetch_arrow(keys, struct_type)
+
+        def recorded() -> ColumnarAnswer:
+            self.decoded_on.append(threading.get_ident())
+            if self.broken:
+                raise ValueError("reply cut short")
+            answer: ColumnarAnswer = decode()
+            return answer
+
+        return recorded
+
+
+def lane(source: Any, **settings: Any) -> ColumnarLane:
+    options: dict[str, Any] = {
+        "how": "left",
+        "on_error": "error_column",
+        "cache": None,
+        "timeout": 5.0,
+        "capacity": 8,
+        "max_batch": 2,
+    }
+    options.update(settings)
+    return ColumnarLane(source, STRUCT, metrics=JoinMetrics(), **options)
+
+
+def chunks() -> list[tuple[int, pa.Array]]:
+    return [(0, pa.array([1, 2, 3, 1], pa.int64())), (1, pa.array([2, None], pa.int64()))]
+
+
+def test_fetched_answers_are_decoded_on_the_task_thread() -> None:
+    source = RecordingSource(DATA)
+    run = lane(source)
+    out = list(run.run(chunks()))
+    assert all(isinstance(j, ColumnarJoined) for j in out)
+    values = [j.structs.to_pylist() for j in out if isinstance(j, ColumnarJoined)]
+    assert values == [
+        [{"value": "one"}, {"value": "two"}, None, {"value": "one"}],
+        [{"value": "two"}, None],
+    ]
+    # Two calls of max_batch 2 for the first chunk, one for the second.
+    assert len(source.decoded_on) == 3
+    assert set(source.decoded_on) == {threading.get_ident()}
+
+
+def test_with_a_cache_the_loop_decodes_to_fill_it() -> None:
+    source = RecordingSource(DATA)
+    run = lane(source, cache=LookupCache(max_rows=10, ttl=60))
+    first = list(run.run(chunks()))
+    decodes = len(source.decoded_on)
+    assert decodes >= 2  # the first chunk's two calls (the second's may hit the cache)
+    assert threading.get_ident() not in source.decoded_on
+    again = list(run.run(chunks()))  # every key cached now: nothing fetched, same rows
+    assert len(source.decoded_on) == decodes
+    assert [j.structs.to_pylist() for j in again if isinstance(j, ColumnarJoined)] == [
+        j.structs.to_pylist() for j in first if isinstance(j, ColumnarJoined)
+    ]
+
+
+def test_a_decode_step_that_raises_fails_its_keys_as_a_failed_call_does() -> None:
+    source = RecordingSource(DATA, broken=True)
+    run = lane(source)
+    out = list(run.run(chunks()))
+    assert all(isinstance(j, JoinedChunk) for j in out)
+    first = out[0]
+    assert isinstance(first, JoinedChunk)
+    assert first.indices == [0, 1, 2, 3]
+    assert first.rows == [None] * 4
+    assert first.errors is not None
+    assert all(e is not None and "reply cut short" in e for e in first.errors)
+    assert run.metrics.errors
