@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -217,8 +218,20 @@ def _service_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (kill, a service manager) stops as Ctrl-C does: the services started here
+    are ended too, never left behind."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _stop_on_sigterm()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with contextlib.suppress(BrokenPipeError):
         code: int = args.handler(args)

@@ -62,9 +62,28 @@ def _yaml(text: str, path: Path) -> Any:
             f"{path}: YAML configs need pyyaml: pip install 'spark-enrich[jobs]'"
         ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_yaml_loader(yaml))  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
+
+
+def _yaml_loader(yaml: Any) -> Any:
+    """A SafeLoader reading booleans as YAML 1.2 does (true/false only): under YAML 1.1,
+    a join's ``on: user_id`` would become ``True: user_id``, and ``no``/``off`` booleans."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool",
+        re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        list("tTfF"),
+    )
+    return Loader
 
 
 def _toml(text: str, path: Path) -> Any:

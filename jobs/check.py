@@ -1,8 +1,9 @@
 """``enrich check job.yaml``: validate a job config and try each of its stores.
 
-Each store is asked for one key (its ``check_key``, or a dummy key that is simply not
-found): an answer, found or not, shows the store is reachable, accepts the credentials and
-speaks the protocol. One line per store; no Spark is started.
+Each store is asked for one key (its ``check_key``, default ``0``): an answer, found or
+not, shows the store is reachable, accepts the credentials and speaks the protocol; an
+error for that key alone (an HTTP 400 for a key the service rejects) fails the check too,
+with a hint to set ``check_key``. One line per store; no Spark is started.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def check_store(name: str, store: Any, key: Any, timeout: float = CHECK_TIMEOUT)
     elapsed = (time.perf_counter() - started) * 1e3
     answer = answers.get(key)
     if isinstance(answer, BaseException):
-        return StoreCheck(name, False, f"{_reason(answer)} ({store!r})")
+        hint = f"; set stores.{name}.check_key to a key the store accepts"
+        return StoreCheck(name, False, f"{_reason(answer)} ({store!r}){hint}")
     found = "found" if answer is not None else "not found (the store answered)"
     return StoreCheck(name, True, f"key {key!r} {found} in {elapsed:.0f} ms")
 
@@ -61,6 +63,6 @@ def _reason(exc: BaseException) -> str:
 def check(config: Any) -> list[StoreCheck]:
     """Check every store of a loaded :class:`~jobs._config.JobConfig`."""
     return [
-        check_store(name, store, config.check_keys.get(name, "enrich-check"))
+        check_store(name, store, config.check_keys.get(name, 0))
         for name, store in config.stores.items()
     ]

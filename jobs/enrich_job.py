@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config.load(args.config)
         from enrich.spark import session
 
-        spark = session(config.name)
+        spark = session(config.name, spark__ui__showConsoleProgress="false")
     except (ConfigError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -126,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
+    finally:
+        spark.stop()  # drains the listener bus while this process can still answer it
     return 0
 
 

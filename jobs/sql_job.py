@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sql = Path(args.sql).read_text()
         from enrich.spark import session
 
-        spark = session(config.name)
+        spark = session(config.name, spark__ui__showConsoleProgress="false")
     except OSError as exc:
         print(f"error: cannot read the SQL file {args.sql!r}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -86,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run(spark, config, sql, args.duration)
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
+    finally:
+        spark.stop()  # drains the listener bus while this process can still answer it
     return 0
 
 
