@@ -145,9 +145,7 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
-        check_keys={
-            str(n): spec.get("check_key", 0) for n, spec in store_specs.items()
-        },
+        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
     )
 
 

@@ -62,7 +62,7 @@ def _yaml(text: str, path: Path) -> Any:
             f"{path}: YAML configs need pyyaml: pip install 'spark-enrich[jobs]'"
         ) from None
     try:
-        return yaml.load(text, Loader=_yaml_loader(yaml))  # noqa: S506 - a SafeLoader
+        return yaml.load(text, Loader=_yaml_loader(yaml))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
 
