@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "spark")
+SUITES = ("operator", "lookup", "tail", "spark")
 
 
 def main(argv: list[str]) -> None:

@@ -9,6 +9,12 @@
     ├── DecodeError (also ValueError)       a stored value does not fit the schema
     └── SchemaError (also ValueError)       a schema string does not parse
 
+Every error says whether a second try may end differently (``retryable``): the retry
+strategies' default exception predicate (:func:`enrich.is_retryable`) retries only those
+that say yes. A timeout, a refused connection or a 503 may pass on a second try; a value
+that does not decode, a schema that does not match or a 404/400 will not, so they are
+final at once, whatever the retry policy's ``max_attempts``.
+
 Settings that are out of range raise a plain ``ValueError`` naming the field and the
 value, at construction time.
 """
@@ -19,7 +25,14 @@ from typing import Any
 
 
 class EnrichError(Exception):
-    """Base class of every error raised by spark-enrich."""
+    """Base class of every error raised by spark-enrich.
+
+    Attributes:
+        retryable: whether trying again may end differently; the default retry predicate
+            honours it.
+    """
+
+    retryable: bool = True
 
 
 class LookupTimeout(EnrichError, TimeoutError):
@@ -86,10 +99,14 @@ class SourceUnavailable(LookupFailed):
 class DecodeError(EnrichError, ValueError):
     """A stored value could not be decoded into the dimension schema.
 
+    Never retryable: the same value decodes the same way on every try.
+
     Attributes:
         field: the schema field that did not fit, or None for the whole value.
         value: the offending value (truncated in the message).
     """
+
+    retryable = False
 
     def __init__(self, message: str, *, field: str | None = None, value: Any = None) -> None:
         super().__init__(message)
@@ -105,7 +122,9 @@ class DecodeError(EnrichError, ValueError):
 
 
 class SchemaError(EnrichError, ValueError):
-    """A schema string or object could not be understood."""
+    """A schema string or object could not be understood (never retryable)."""
+
+    retryable = False
 
 
 def _rebuild(cls: type[Exception], message: str, fields: dict[str, Any]) -> Exception:

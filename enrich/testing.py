@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -230,10 +230,16 @@ class FakeSource:
         schema: the dimension schema (default: one string field "value").
         clock: makes latency (a FakeClock keeps tests exact).
         latency: seconds per call: a number, or a callable of the keys of the call.
+        key_latency: key -> seconds that key takes instead (from the call's start).
         fail_calls: how many calls fail as a whole before calls succeed.
         fail_keys: key -> how many calls fail that key alone before it succeeds.
-        never: keys whose calls never answer.
+        never: keys that are never answered.
         error: what failing calls raise (default: a retryable ``LookupFailed``).
+
+    It hands answers over as they arrive (``lookup_each``): the keys of a call are
+    answered at their own times, and a key in ``never`` holds back no other key.
+    ``lookup_many`` answers when the whole call is done (so a ``never`` key makes the
+    whole call hang), as a source without ``lookup_each`` does.
 
     ``requests`` records the keys of every call; ``closed`` counts ``aclose()`` calls.
     """
@@ -245,6 +251,7 @@ class FakeSource:
         schema: Any = "value string",
         clock: Any = None,
         latency: float | Callable[[list[Any]], float] = 0.0,
+        key_latency: Mapping[Any, float] | None = None,
         fail_calls: int = 0,
         fail_keys: Mapping[Any, int] | None = None,
         never: Iterable[Any] = (),
@@ -254,6 +261,7 @@ class FakeSource:
         self.data = dict(data or {})
         self._clock = clock
         self._latency = latency
+        self._key_latency = dict(key_latency or {})
         self.fail_calls = fail_calls
         self._fail_keys = dict(fail_keys or {})
         self._never = set(never)
@@ -264,31 +272,54 @@ class FakeSource:
         self.closed = 0
 
     async def lookup_many(self, keys: Any) -> dict[Any, Any]:
-        keys = list(keys)
+        out: dict[Any, Any] = {}
+        async for found in self._answers(list(keys), each=False):
+            out.update(found)
+        return out
+
+    async def lookup_each(self, keys: Any) -> AsyncIterator[dict[Any, Any]]:
+        async for found in self._answers(list(keys), each=True):
+            yield found
+
+    async def _answers(self, keys: list[Any], *, each: bool) -> AsyncIterator[dict[Any, Any]]:
+        """The call's answers, grouped by the time they are due, in time order."""
         self.requests.append(keys)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            if self._never.intersection(keys):
+            if not each and self._never.intersection(keys):
                 await asyncio.get_running_loop().create_future()
             latency = self._latency(keys) if callable(self._latency) else self._latency
-            if latency > 0:
-                await (self._clock.sleep(latency) if self._clock else asyncio.sleep(latency))
+            due: dict[float, list[Any]] = {}
+            for key in keys:
+                if key not in self._never:
+                    due.setdefault(self._key_latency.get(key, latency), []).append(key)
             if self.fail_calls > 0:
+                await self._sleep(latency)
                 self.fail_calls -= 1
                 raise self._error or LookupFailed("scripted outage", kind="connection")
-            out: dict[Any, Any] = {}
-            for key in keys:
-                if self._fail_keys.get(key, 0) > 0:
-                    self._fail_keys[key] -= 1
-                    out[key] = LookupFailed(
-                        f"scripted failure of key {key!r}", key=key, kind="status:503"
-                    )
-                elif key in self.data:
-                    out[key] = self.data[key]
-            return out
+            waited = 0.0
+            for at in sorted(due):
+                await self._sleep(at - waited)
+                waited = at
+                yield {key: self._answer(key) for key in due[at] if self._has_answer(key)}
+            if self._never.intersection(keys):
+                await asyncio.get_running_loop().create_future()
         finally:
             self.in_flight -= 1
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            await (self._clock.sleep(seconds) if self._clock else asyncio.sleep(seconds))
+
+    def _has_answer(self, key: Any) -> bool:
+        return self._fail_keys.get(key, 0) > 0 or key in self.data
+
+    def _answer(self, key: Any) -> Any:
+        if self._fail_keys.get(key, 0) > 0:
+            self._fail_keys[key] -= 1
+            return LookupFailed(f"scripted failure of key {key!r}", key=key, kind="status:503")
+        return self.data[key]
 
     async def aclose(self) -> None:
         self.closed += 1

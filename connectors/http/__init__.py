@@ -43,7 +43,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,6 +54,7 @@ from asyncio_throttle.throttler import Throttler
 from enrich import DecodeError, LookupFailed, Schema
 from enrich.engine.runtime import pop_process_local, process_local
 from enrich.lookup.schema import SchemaLike
+from enrich.lookup.source import answers_as_completed
 
 from . import body
 from .errors import parse_retry_after, status_error, transport_error
@@ -163,6 +164,38 @@ class HttpLookup:
             return await _gather_dict(keys, [self._lookup_one(pool, key) for key in keys])
         return await self._lookup_batches(pool, keys)
 
+    async def lookup_each(self, keys: Sequence[Any]) -> AsyncIterator[Mapping[Any, Any]]:
+        """Look up distinct keys, handing each answer over as soon as it arrives: per-key
+        mode yields every GET's answer as it completes (a key that hangs holds back no
+        other key), batch mode each POST's answers.
+
+        Raises:
+            LookupFailed, DecodeError: batch mode only, as :meth:`lookup_many`, when every
+                batch POST failed.
+        """
+        if not keys:
+            return
+        pool = self._pool()
+        if self._settings.batch is None:
+            calls = {key: self._lookup_one(pool, key) for key in keys}
+        else:
+            size = self._settings.max_batch
+            chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+            calls = {n: self._lookup_chunk(pool, chunk) for n, chunk in enumerate(chunks)}
+        failures: list[Exception] = []
+        async for found in answers_as_completed(calls):
+            if self._settings.batch is None:
+                yield found
+                continue
+            for n, outcome in found.items():
+                if not isinstance(outcome, Exception):
+                    yield outcome
+                elif len(failures) + 1 == len(chunks):
+                    raise outcome  # every POST of the call failed: the call fails
+                else:
+                    failures.append(outcome)
+                    yield dict.fromkeys(chunks[n], outcome)
+
     async def aclose(self) -> None:
         """Close and forget this process's session for the running loop (reopens on use)."""
         pool = pop_process_local(self._pool_key(asyncio.get_running_loop()))
@@ -190,7 +223,7 @@ class HttpLookup:
         if payload is None:
             return None
         try:
-            return self._rows(body.loads(payload))
+            return self._rows(body.loads(payload, self.schema.loads))
         except DecodeError as exc:
             _log.debug("%s for key %s: %s", self._target(), body.short(key), exc)
             return exc
@@ -220,7 +253,7 @@ class HttpLookup:
         data = body.dumps([list(key) if isinstance(key, tuple) else key for key in chunk])
         try:
             payload = await self._send(pool, "POST", batch.url(), key=None, data=data)
-            answer = body.loads(payload or b"null")
+            answer = body.loads(payload or b"null", self.schema.loads)
             if not isinstance(answer, Mapping):
                 raise DecodeError(
                     f"batch answer must be a JSON object keyed by str(key), "

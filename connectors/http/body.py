@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from enrich import DecodeError, Schema
+from enrich.lookup.schema import short as _short
 
 Path = tuple[str, ...]
 Rows = tuple[Any, ...] | list[tuple[Any, ...]] | None
@@ -43,14 +44,15 @@ def _std_dumps(value: Any) -> bytes:
 _loads, dumps = _json_codec()
 
 
-def loads(body: bytes) -> Any:
-    """Decode a JSON body.
+def loads(body: bytes, parse: Callable[[bytes], Any] | None = None) -> Any:
+    """Decode a JSON body, with ``parse`` when given (a schema's ``loads``: JSON floats
+    read as ``Decimal`` when a field is a decimal, so no digit is lost).
 
     Raises:
         DecodeError: the body is not JSON (the message shows its first bytes).
     """
     try:
-        return _loads(body)
+        return (parse or _loads)(body)
     except ValueError as exc:
         raise DecodeError(f"response is not JSON: {short(body)}", value=body) from exc
 
@@ -122,6 +124,6 @@ def _row(document: Any, schema: Schema, fields: Mapping[str, Path] | None) -> tu
     return schema.coerce({name: pick(document, fields.get(name, (name,))) for name in schema.names})
 
 
-def short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def short(value: Any) -> str:
+    """``value``'s repr shortened for a message (reprlib)."""
+    return _short(value)

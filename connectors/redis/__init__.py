@@ -38,11 +38,12 @@ key template for a literal hash tag: ``"{{user}}:{}"`` puts every key on one slo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from enrich import LookupFailed, Schema
 from enrich.lookup.schema import SchemaLike
+from enrich.lookup.source import answers_as_completed
 
 from . import client, codec
 from .codec import Command
@@ -79,6 +80,9 @@ class RedisLookup:
       server error (WRONGTYPE) is that key's exception; the other keys are unaffected.
       Connection, timeout, authentication and cluster errors raise ``LookupFailed``
       (``SourceUnavailable`` when the store cannot be reached) for the whole call.
+    * ``lookup_each`` hands each pipeline's answers over as soon as its replies arrive
+      (a call larger than ``max_batch``, or a cluster's MGETs spread over several
+      pipelines), so a slow pipeline holds back no other.
     * The password appears in no ``repr()``, message or log line.
 
     Args:
@@ -149,8 +153,55 @@ class RedisLookup:
         Raises:
             LookupFailed: the call failed as a whole (see the class docstring).
         """
+        results, wanted = self._render(keys)
+        if not wanted:
+            return results
         settings = self._settings
         endpoint = settings.connection.endpoint
+        commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
+        batches = codec.pack(commands, settings.max_batch)
+        handle = client.client_for(settings.connection)
+        replies = await client.execute(handle, batches, endpoint)
+        denied: list[Command] = []
+        for batch, batch_replies in zip(batches, replies, strict=True):
+            self._read(batch, batch_replies, results, denied)
+        if denied:
+            await self._ask_singly(handle, denied, results)
+        return results
+
+    async def lookup_each(self, keys: Sequence[Any]) -> AsyncIterator[Mapping[Any, Any]]:
+        """Look up ``keys`` as :meth:`lookup_many` does, handing over each pipeline's
+        answers as soon as they arrive.
+
+        Raises:
+            LookupFailed: a pipeline failed as a whole; the keys not yet handed over fail.
+        """
+        results, wanted = self._render(keys)
+        if results:
+            yield results
+        if not wanted:
+            return
+        settings = self._settings
+        endpoint = settings.connection.endpoint
+        commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
+        batches = codec.pack(commands, settings.max_batch)
+        handle = client.client_for(settings.connection)
+        calls = {n: client.execute(handle, [batch], endpoint) for n, batch in enumerate(batches)}
+        denied: list[Command] = []
+        async for done in answers_as_completed(calls):
+            found: dict[Any, Any] = {}
+            for n, replies in done.items():
+                self._read(batches[n], replies[0], found, denied)
+            if found:
+                yield found
+        if denied:
+            found = {}
+            await self._ask_singly(handle, denied, found)
+            yield found
+
+    def _render(self, keys: Sequence[Any]) -> tuple[dict[Any, Any], list[tuple[Any, bytes]]]:
+        """The Redis key of each lookup key; keys that do not fit the template fail."""
+        settings = self._settings
         results: dict[Any, Any] = {}
         wanted: list[tuple[Any, bytes]] = []
         for key in keys:
@@ -164,30 +215,34 @@ class RedisLookup:
                     kind="key",
                     retryable=False,
                 )
-        if not wanted:
-            return results
-        commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
-        batches = codec.pack(commands, settings.max_batch)
-        handle = client.client_for(settings.connection)
-        replies = await client.execute(handle, batches, endpoint)
-        denied: list[Command] = []
-        for batch, batch_replies in zip(batches, replies, strict=True):
-            for command, reply in zip(batch, batch_replies, strict=True):
-                if isinstance(reply, Exception):
-                    if len(command.keys) > 1 and client.is_denied(reply):
-                        denied.append(command)  # one denied key refuses the whole MGET
-                        continue
-                    for key in command.keys:
-                        results[key] = client.translate(reply, endpoint, key=key)
-                else:
-                    results.update(codec.decode(command, reply, settings, self.schema))
-        if denied:
-            # Ask again key by key, so that only the denied keys fail.
-            singles = [
-                codec.single(command, i) for command in denied for i in range(len(command.keys))
-            ]
-            await self._run_commands(handle, singles, endpoint, results)
-        return results
+        return results, wanted
+
+    def _read(
+        self,
+        batch: Sequence[Command],
+        replies: Sequence[Any],
+        results: dict[Any, Any],
+        denied: list[Command],
+    ) -> None:
+        """Decode one pipeline's replies into ``results``; MGETs refused for lack of
+        permission go to ``denied``, to be asked again key by key."""
+        endpoint = self._settings.connection.endpoint
+        for command, reply in zip(batch, replies, strict=True):
+            if isinstance(reply, Exception):
+                if len(command.keys) > 1 and client.is_denied(reply):
+                    denied.append(command)  # one denied key refuses the whole MGET
+                    continue
+                for key in command.keys:
+                    results[key] = client.translate(reply, endpoint, key=key)
+            else:
+                results.update(codec.decode(command, reply, self._settings, self.schema))
+
+    async def _ask_singly(
+        self, handle: Any, denied: list[Command], results: dict[Any, Any]
+    ) -> None:
+        # Ask again key by key, so that only the denied keys fail.
+        singles = [codec.single(command, i) for command in denied for i in range(len(command.keys))]
+        await self._run_commands(handle, singles, self._settings.connection.endpoint, results)
 
     async def _run_commands(
         self,

@@ -16,17 +16,9 @@ from typing import Any
 from redis.crc import key_slot
 
 from enrich import DecodeError, Schema
+from enrich.lookup.schema import short
 
 from .config import LookupSettings, ValueFormat
-
-try:
-    import orjson
-
-    _loads: Any = orjson.loads
-except ImportError:  # orjson is the optional "fast" extra
-    import json
-
-    _loads = json.loads
 
 Row = tuple[Any, ...]
 Result = Row | list[Row] | None | Exception
@@ -118,7 +110,7 @@ def _decode_json_reply(command: Command, reply: Any, schema: Schema) -> dict[Any
     # The hot loop of a lookup: one JSON parse and one compiled coercion per value,
     # with no other Python-level call unless the value is not a plain object.
     coerce_dict = schema.coerce_dict
-    loads = _loads
+    loads = schema.loads  # orjson, or exact decimals when the schema holds one
     results: dict[Any, Result] = {}
     for key, rk, raw in zip(command.keys, command.redis_keys, reply, strict=True):
         if raw is None:
@@ -203,6 +195,5 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _short(raw: bytes, limit: int = 60) -> str:
-    text = repr(raw)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _short(raw: bytes) -> str:
+    return short(raw)

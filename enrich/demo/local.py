@@ -136,10 +136,15 @@ def local_redis(port: int | None = None) -> Iterator[str]:
 
 @contextlib.contextmanager
 def dimension_service(
-    latency: float = 0.0, users: int = 100_000, port: int | None = None
+    latency: float = 0.0,
+    users: int = 100_000,
+    slow_every: int = 0,
+    slow_latency: float = 0.0,
+    port: int | None = None,
 ) -> Iterator[str]:
     """Run the demo dimension service (on ``port``, or a free one); yields its base URL
-    (http://127.0.0.1:PORT)."""
+    (http://127.0.0.1:PORT). With ``slow_every``, ids divisible by it answer after
+    ``slow_latency`` seconds."""
     port = port or free_port()
     command = [
         sys.executable,
@@ -151,6 +156,10 @@ def dimension_service(
         str(latency),
         "--users",
         str(users),
+        "--slow-every",
+        str(slow_every),
+        "--slow-latency",
+        str(slow_latency),
     ]
     with _serving(command, port, "the dimension service"):
         yield f"http://127.0.0.1:{port}"

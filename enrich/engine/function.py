@@ -35,6 +35,24 @@ class ResultFuture:
         """Complete with the record's outputs (any iterable; empty means no output)."""
         self._operator.complete_from_any_thread(self._entry, self._attempt, outputs, None)
 
+    @property
+    def can_release(self) -> bool:
+        """Whether :meth:`release` is available: the operator runs UNORDERED."""
+        return bool(self._operator.can_release)
+
+    def release(self, outputs: Iterable[Any], units: int) -> None:
+        """Hand over part of the record's outputs before it completes (UNORDERED only).
+
+        They leave as soon as no watermark is ahead of the record, and ``units`` of the
+        capacity the record holds are returned at once (the rest when it completes).
+        Call it on the loop thread, before the record's completion; a release after the
+        record completed, timed out or moved on to a retry is ignored.
+
+        Raises:
+            RuntimeError: the operator runs ORDERED (see :attr:`can_release`).
+        """
+        self._operator.release(self._entry, self._attempt, outputs, units)
+
     def complete_exceptionally(self, error: BaseException) -> None:
         """Complete with an error: retried per the retry policy, else raised downstream."""
         if not isinstance(error, BaseException):

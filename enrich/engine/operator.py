@@ -41,8 +41,21 @@ log = logging.getLogger("enrich.operator")
 # no longer count, only the timeout hook's.
 _TIMED_OUT = 0
 
-# Messages to the consumer: ("emit", outputs, freed) | ("fail", exc) | ("done",)
+# Messages to the consumer: ("emit", outputs, freed) | ("fail", exc) | ("done",), where
+# ``freed`` is the capacity units the emitted items held.
 Post = Callable[[tuple[Any, ...]], None]
+Weigh = Callable[[Any], int]
+
+
+class _Partial:
+    """Outputs that leave apart from their record's entry: a part released early, or the
+    outputs of a weighted record done at once. ``units`` is the capacity they free."""
+
+    __slots__ = ("outputs", "units")
+
+    def __init__(self, outputs: list[Any], units: int) -> None:
+        self.outputs = outputs
+        self.units = units
 
 
 class _Group:
@@ -72,8 +85,16 @@ class Operator:
       default), the operator fails: what completed before is emitted, in-flight calls
       are cancelled, timers dropped, ``func.close()`` runs, then the error is posted.
 
-    The caller keeps at most ``capacity`` queue elements admitted and not emitted (the
-    ``freed`` count of each "emit" message returns credit).
+    * ``open()`` and ``close()`` of ``func`` run once per run, whatever ends it (the
+      input's end, a failure, or the consumer going away); the cancellations of a run
+      that is shutting down are never taken as its records' own outcomes.
+    * UNORDERED only: a record may :meth:`release` part of its outputs before it
+      completes; they leave as soon as no watermark is ahead of the record, and return
+      their share of its capacity at once.
+
+    The caller keeps at most ``capacity`` units admitted and not emitted: a record
+    weighs ``weigh(value)`` units (1 without ``weigh``), a watermark 1; the ``freed``
+    count of each "emit" message returns credit.
     """
 
     def __init__(
@@ -86,8 +107,11 @@ class Operator:
         clock: Clock,
         loop: asyncio.AbstractEventLoop,
         post: Post,
+        weigh: Weigh | None = None,
     ) -> None:
         self._func = func
+        self._weigh = weigh
+        self.can_release = mode is OutputMode.UNORDERED
         self._style = invoke_style(func)
         self._runner = EagerRunner(loop)
         self._default_timeout_hook = has_default_timeout(func)
@@ -129,7 +153,7 @@ class Operator:
 
     def cancel(self) -> None:
         """The consumer went away: drop everything in flight and close quietly."""
-        if self._failed is None and not self._closing:
+        if not self._closing:
             self._shut_down(None)
 
     def statistics(self) -> OperatorStatistics:
@@ -170,8 +194,9 @@ class Operator:
 
     def _put(self, value: Any, group: _Group) -> Entry | None:
         """Queue one input; returns its entry if it is a record (watermarks pass)."""
-        entry = Entry(value)
+        entry = Entry(value, self._weigh(value) if self._weigh is not None else 1)
         if isinstance(value, Watermark):
+            entry.weight = 1
             entry.outputs = [value]
             self._queue.put_watermark(entry, self._ready)
             return None
@@ -203,7 +228,8 @@ class Operator:
                 task, result, error = None, None, exc
             done_at_once = task is None and error is None and plain and type(result) is list
             if done_at_once and queue.is_clear():
-                ready.append(result)
+                weigh = self._weigh
+                ready.append(result if weigh is None else _Partial(result, weigh(value)))
                 self._completed += 1
                 if self._in_flight >= self._peak:
                     self._peak = self._in_flight + 1
@@ -264,7 +290,22 @@ class Operator:
         else:
             self._loop.call_soon_threadsafe(self._complete, entry, attempt, outputs, error)
 
+    def release(self, entry: Entry, attempt: int, outputs: Iterable[Any], units: int) -> None:
+        """Part of a record's outputs leave now, freeing ``units`` of its capacity."""
+        if not self.can_release:
+            raise RuntimeError("outputs may be released early only in UNORDERED mode")
+        if entry.done or entry.attempt != attempt or self._failed is not None or self._closing:
+            return  # the record moved on: its final completion carries its outputs
+        units = max(0, min(int(units), entry.weight))
+        entry.weight -= units
+        self._queue.released(entry, _Partial(list(outputs), units), self._ready)
+        if self._ready and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
     def _on_task_done(self, entry: Entry, attempt: int, task: asyncio.Task[Any]) -> None:
+        if self._closing:
+            return  # cancelled by the shutdown: not the record's own outcome
         if task.cancelled():
             if entry.attempt == attempt and not entry.done:
                 # Cancelled by something other than us (we only cancel records that
@@ -280,8 +321,8 @@ class Operator:
     def _complete(
         self, entry: Entry, attempt: int, outputs: Iterable[Any] | None, error: BaseException | None
     ) -> None:
-        if entry.done or entry.attempt != attempt or self._failed is not None:
-            return  # a late or duplicate completion: the first one won
+        if entry.done or entry.attempt != attempt or self._failed is not None or self._closing:
+            return  # a late or duplicate completion (the first one won), or a shutdown
         entry.task = None
         result: list[Any] = []
         if error is None:
@@ -398,15 +439,22 @@ class Operator:
             self._ready = []
             outputs: list[Any] = []
             records = 0
+            freed = 0
             for item in ready:
-                if type(item) is list:
+                kind = type(item)
+                if kind is list:
                     outputs.extend(item)
+                    freed += 1
+                elif kind is _Partial:
+                    outputs.extend(item.outputs)
+                    freed += item.units
                 else:
                     outputs.extend(item.outputs)
+                    freed += item.weight
                     if item.group is not None:
                         records += 1
             self._in_flight -= records
-            self._post(("emit", outputs, len(ready)))
+            self._post(("emit", outputs, freed))
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
@@ -415,13 +463,15 @@ class Operator:
             self._shut_down(None)
 
     def _fail(self, error: BaseException) -> None:
-        if self._failed is None:
+        if self._failed is None and not self._closing:
             self._flush()  # what completed before the error still goes out, in order
             self._failed = error
             self._shut_down(error)
 
     def _shut_down(self, error: BaseException | None) -> None:
-        """Cancel what is in flight, close the function, then post the final message."""
+        """Cancel what is in flight, close the function, then post the final message.
+
+        Runs once per run: every path to it checks ``_closing`` first."""
         self._closing = True
         for group in self._live:
             if group.timer is not None:

@@ -14,10 +14,12 @@ from typing import Any
 class Entry:
     """One element of a queue: an input record (or a watermark) and its outputs."""
 
-    __slots__ = ("attempt", "done", "group", "outputs", "segment", "task", "value")
+    __slots__ = ("attempt", "done", "group", "outputs", "segment", "task", "value", "weight")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, weight: int = 1) -> None:
         self.value = value
+        # Capacity units the element holds until it leaves (less what it released early).
+        self.weight = weight
         self.outputs: list[Any] | None = None
         self.done = False
         # Operator bookkeeping, kept here to need one object per record: the attempt
@@ -59,6 +61,10 @@ class OrderedQueue:
         if self._entries[0] is entry:
             self._pop_done(ready)
 
+    def released(self, entry: Entry, item: Any, ready: list[Any]) -> None:
+        """Not supported: under ORDERED a record's outputs leave together, in order."""
+        raise RuntimeError("outputs may be released early only in UNORDERED mode")
+
     def _pop_done(self, ready: list[Any]) -> None:
         entries = self._entries
         while entries and entries[0].done:
@@ -68,12 +74,13 @@ class OrderedQueue:
 class _Segment:
     """Records between two watermarks (or a watermark alone) of an unordered queue."""
 
-    __slots__ = ("done", "pending", "watermark")
+    __slots__ = ("done", "early", "pending", "watermark")
 
     def __init__(self, watermark: Entry | None = None) -> None:
         self.watermark = watermark
         self.pending = 0  # records put and not yet done
         self.done: list[Entry] = []  # done records held back behind an earlier segment
+        self.early: list[Any] = []  # outputs released early, held back likewise
 
 
 class UnorderedQueue:
@@ -121,6 +128,17 @@ class UnorderedQueue:
         else:
             segment.done.append(entry)
 
+    def released(self, entry: Entry, item: Any, ready: list[Any]) -> None:
+        """Part of the outputs of ``entry`` (not done yet), as ``item``, may leave before
+        it: at once if no watermark is ahead of it, else together with its segment's
+        records. It is no element of the queue (``len`` is unchanged)."""
+        segment = entry.segment
+        assert segment is not None
+        if segment is self._segments[0]:
+            ready.append(item)
+        else:
+            segment.early.append(item)
+
     def _advance(self, ready: list[Any]) -> None:
         """Drop finished head segments, releasing the watermarks and records behind them."""
         segments = self._segments
@@ -136,6 +154,9 @@ class UnorderedQueue:
                 if len(segments) == 1:
                     segments[0] = _Segment()
                 continue
+            if head.early:
+                ready.extend(head.early)
+                head.early = []
             if head.done:
                 self._size -= len(head.done)
                 ready.extend(head.done)

@@ -16,11 +16,13 @@ ExceptionPredicate = Callable[[BaseException], bool]
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """The default exception predicate: retry unless the error says it is permanent.
+    """The default exception predicate: retry only what may end differently next time.
 
-    Errors may carry a ``retryable`` attribute (``LookupFailed`` and ``DecodeError`` do: a
-    503 is worth another try, a 401 or an undecodable value is not); other exceptions
-    are retried.
+    Every ``EnrichError`` carries ``retryable``: a timeout, a connection error, a 5xx or
+    a 429/503 with ``Retry-After`` is worth another try; a ``DecodeError`` (a value that
+    does not decode, a field that does not fit the schema), a ``SchemaError``, a 401 or
+    another 4xx is final. Other exceptions (a user function's own) are retried unless
+    they carry ``retryable = False`` themselves; ``BaseException``s (cancellation) never.
     """
     return bool(getattr(exc, "retryable", True)) and isinstance(exc, Exception)
 

@@ -25,7 +25,7 @@ from typing import Any
 from .clock import Clock, LoopClock
 from .function import AsyncFunction, as_async_function
 from .model import OperatorStatistics, OutputMode
-from .operator import Operator
+from .operator import Operator, Weigh
 from .retry import RetryStrategy
 from .runtime import get_loop, in_loop_thread
 
@@ -46,6 +46,37 @@ def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy |
         raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
     if retry is not None and not isinstance(retry, RetryStrategy):
         raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
+
+
+_NOTHING: Any = object()
+
+
+class _Credit:
+    """The capacity not in use, in units: what the consumer may still admit.
+
+    A record weighs ``weigh(value)`` units (1 without ``weigh``). A record heavier than
+    what is left waits until enough comes back, unless nothing is in flight (then it is
+    admitted alone, so that a record heavier than the capacity cannot stall the run).
+    Shared by the sync and the async iterators, so both count alike.
+    """
+
+    __slots__ = ("capacity", "left", "weigh")
+
+    def __init__(self, capacity: int, weigh: Weigh | None) -> None:
+        self.capacity = capacity
+        self.left = capacity
+        self.weigh = weigh
+
+    def take(self, value: Any) -> bool:
+        """Charge ``value`` if it fits now; False if it must wait for credit."""
+        weight = self.weigh(value) if self.weigh is not None else 1
+        if weight > self.left and self.left < self.capacity:
+            return False
+        self.left -= weight
+        return True
+
+    def give(self, units: int) -> None:
+        self.left += units
 
 
 class _Run:
@@ -80,12 +111,20 @@ class AsyncWaitIterator(Iterator[Any]):
         capacity: int,
         retry: RetryStrategy | None,
         clock: Clock | None,
+        weigh: Weigh | None = None,
     ) -> None:
         _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._run = _Run()
         self._outputs = _run_sync(
-            self._run, inputs, as_async_function(func), mode, timeout, capacity, retry, clock
+            self._run,
+            inputs,
+            as_async_function(func),
+            mode,
+            timeout,
+            _Credit(capacity, weigh),
+            retry,
+            clock,
         )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
 
@@ -119,7 +158,7 @@ def _run_sync(
     func: AsyncFunction,
     mode: OutputMode,
     timeout: float | None,
-    capacity: int,
+    credit: _Credit,
     retry: RetryStrategy | None,
     clock: Clock | None,
 ) -> Generator[list[Any], None, None]:
@@ -138,25 +177,39 @@ def _run_sync(
         clock=clock or LoopClock(loop),
         loop=loop,
         post=messages.put,
+        weigh=credit.weigh,
     )
     run.operator = op
     asyncio.run_coroutine_threadsafe(op.open(), loop).result()
     source = iter(inputs)
-    credit = capacity
+    held = _NOTHING  # an input waiting for credit
     exhausted = False
     ended = False
     try:
         while True:
-            if credit and not exhausted:
-                want = min(credit, MAX_CHUNK)
-                chunk = list(islice(source, want))
-                exhausted = len(chunk) < want
+            if credit.left > 0 and not exhausted:
+                if credit.weigh is None:  # every record weighs 1: take them in bulk
+                    want = min(credit.left, MAX_CHUNK)
+                    chunk = list(islice(source, want))
+                    exhausted = len(chunk) < want
+                    credit.left -= len(chunk)
+                else:
+                    chunk = []
+                    while len(chunk) < MAX_CHUNK:
+                        if held is _NOTHING:
+                            held = next(source, _NOTHING)
+                            if held is _NOTHING:
+                                exhausted = True
+                                break
+                        if not credit.take(held):
+                            break
+                        chunk.append(held)
+                        held = _NOTHING
                 if chunk:
-                    credit -= len(chunk)
                     loop.call_soon_threadsafe(op.admit, chunk)
                 if exhausted:
                     loop.call_soon_threadsafe(op.finish)
-                block = not credit or exhausted
+                block = credit.left <= 0 or exhausted or held is not _NOTHING
             else:
                 block = True
             while True:
@@ -166,7 +219,7 @@ def _run_sync(
                     break
                 kind = message[0]
                 if kind == "emit":
-                    credit += message[2]
+                    credit.give(message[2])
                     if message[1]:
                         yield message[1]
                 elif kind == "fail":
@@ -267,13 +320,14 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         capacity: int,
         retry: RetryStrategy | None,
         clock: Clock | None,
+        weigh: Weigh | None = None,
     ) -> None:
         _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._inputs = inputs
         self._func = as_async_function(func)
         self._settings = (mode, timeout, retry, clock)
-        self._capacity = capacity
+        self._credit = _Credit(capacity, weigh)
         self._operator: Operator | None = None
         self._outputs = self._run()
         self._pending: collections.deque[Any] = collections.deque()
@@ -311,34 +365,44 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
             clock=clock or LoopClock(loop),
             loop=loop,
             post=post,
+            weigh=self._credit.weigh,
         )
         self._operator = op
         await op.open()
+        # An async input may suspend before its next item: admit each item as it comes,
+        # so that none waits for the next one (a plain iterable is taken in chunks).
+        most = 1 if isinstance(self._inputs, AsyncIterable) else MAX_CHUNK
         inputs = _aiter(self._inputs)
-        credit = self._capacity
+        credit = self._credit
+        held = _NOTHING  # an input waiting for credit
         exhausted = False
         ended = False
         try:
             while True:
                 chunk: list[Any] = []
-                while credit and not exhausted and len(chunk) < MAX_CHUNK:
-                    try:
-                        chunk.append(await inputs.__anext__())
-                    except StopAsyncIteration:
-                        exhausted = True
+                while credit.left > 0 and not exhausted and len(chunk) < most:
+                    if held is _NOTHING:
+                        try:
+                            held = await inputs.__anext__()
+                        except StopAsyncIteration:
+                            exhausted = True
+                            break
+                    if not credit.take(held):
                         break
-                    credit -= 1
+                    chunk.append(held)
+                    held = _NOTHING
                 if chunk:
                     op.admit(chunk)
                 if exhausted:
                     op.finish()
-                if not messages and (not credit or exhausted):
+                waits = credit.left <= 0 or exhausted or held is not _NOTHING
+                if not messages and waits:
                     arrived.clear()
                     await arrived.wait()
                 while messages:
                     message = messages.popleft()
                     if message[0] == "emit":
-                        credit += message[2]
+                        credit.give(message[2])
                         if message[1]:
                             yield message[1]
                     elif message[0] == "fail":

@@ -48,8 +48,12 @@ def _settings(
         max_batch=max_batch,
         clock=clock,
     )
-    rows = chunk_rows(capacity)
-    return join, rows, max(1, capacity // rows)
+    return join, chunk_rows(capacity), capacity
+
+
+def _chunk_weight(chunk: Chunk) -> int:
+    """A chunk holds one unit of capacity per row (an empty one, one unit)."""
+    return max(1, len(chunk[1]))
 
 
 def _checked(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
@@ -76,12 +80,15 @@ def lookup_chunks(
     max_batch: int = DEFAULT_MAX_BATCH,
     clock: Clock | None = None,
 ) -> AsyncWaitIterator:
-    """Join chunks ``(tag, keys)`` with ``source``; yields one ``JoinedChunk`` per chunk.
+    """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
-    ``ValueError``), so that at most ``capacity`` rows are in flight. ORDERED yields the
-    chunks in input order; rows keep their order within a chunk either way. The join's
-    metrics: ``iterator.function.statistics()``.
+    ``ValueError``); at most ``capacity`` rows are in flight. ORDERED yields one
+    ``JoinedChunk`` per chunk, in input order. UNORDERED yields a chunk's rows as they
+    are answered: a row answered in time leaves (and frees its unit of capacity)
+    without waiting for its chunk-mates, so a chunk may come out in several
+    ``JoinedChunk`` s with the same tag, each holding some of its rows in row order.
+    The join's metrics: ``iterator.function.statistics()``.
     """
     join, rows, slots = _settings(
         source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
@@ -94,6 +101,7 @@ def lookup_chunks(
         capacity=slots,
         retry=None,
         clock=clock,
+        weigh=_chunk_weight,
     )
     it.function = join
     return it
@@ -132,6 +140,7 @@ def lookup_chunks_async(
         capacity=slots,
         retry=None,
         clock=clock,
+        weigh=_chunk_weight,
     )
     it.function = join
     return it

@@ -6,27 +6,42 @@ from the cache, coalesces rows whose key is already pending or in flight (in any
 and sends the remaining distinct keys to the source in ``lookup_many`` calls of at most
 ``max_batch`` keys. Each row gets its own outcome: its rows, a miss, or an error that the
 ``on_error`` policy turns into a null row, no row, a row with the reason, or a failure.
-Retries are per key, with the engine's retry strategies; a chunk's timeout applies to
-each of its rows (rows answered in time keep their answer).
+
+Answers reach their rows key by key, as the source hands them over (``lookup_each``,
+else when ``lookup_many`` returns). Retries are per key, with the engine's retry
+strategies; each row keeps its own deadline (rows answered in time keep their answer,
+and a row that times out leaves the shared request). Under UNORDERED, the rows of a
+chunk that are answered leave at once, and free their capacity, without waiting for
+their chunk-mates.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
-from .._errors import DecodeError, LookupTimeout
+from .._errors import DecodeError, LookupFailed, LookupTimeout
 from ..engine.clock import Clock, LoopClock, Timer
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.retry import RetryStrategy
 from .cache import MISS, CacheStatistics, LookupCache
-from .joined import NULL_KEY, Failed, JoinedChunk, as_rows, assemble, error_kind
+from .joined import (
+    NULL_KEY,
+    Failed,
+    JoinedChunk,
+    as_rows,
+    assemble,
+    error_kind,
+    rows_by_key,
+    take_answered,
+)
 from .metrics import JoinMetrics
-from .source import LookupSource
+from .source import LookupSource, hands_over_each
 
 log = logging.getLogger("enrich.lookup")
 
@@ -37,7 +52,8 @@ DEFAULT_MAX_BATCH = 500
 
 class _Chunk:
     """A chunk in flight: the answer of each of its distinct keys, and how many of its
-    keys are still unanswered. Rows share their key's answer."""
+    keys are still unanswered. Rows share their key's answer. A chunk that may release
+    its rows early (UNORDERED) keeps the rows not released yet, by key."""
 
     __slots__ = (
         "answers",
@@ -45,10 +61,12 @@ class _Chunk:
         "done",
         "ident",
         "keys",
+        "releases",
         "remaining",
         "result",
         "simple",
         "tag",
+        "unreleased",
     )
 
     def __init__(
@@ -63,6 +81,8 @@ class _Chunk:
         self.answers: dict[Any, Any] = {}
         self.remaining = 0  # distinct keys not answered yet
         self.simple = True  # every answer so far is a single row (the fast case)
+        self.releases = result.can_release
+        self.unreleased: dict[Any, list[int]] | None = None  # after a first release
 
 
 class _BadKey:
@@ -87,10 +107,12 @@ class LookupJoin(AsyncFunction):
             null fields and the reason).
         cache: a :class:`~enrich.LookupCache`, shared by every join of the process that
             uses the same cache and source.
-        retry: per-key retries (on errors, and on misses with ``retry_on_result``); a
-            retry never starts after the chunk's deadline, and never reads the cache.
+        retry: per-key retries (on errors the error calls retryable, and on misses with
+            ``retry_on_result``); a retry is made for the rows whose deadline it starts
+            before (for the others the last outcome stands), never reads the cache.
         timeout: seconds a chunk's rows have, from admission to answer (give the
-            operator the same timeout: its timer calls :meth:`timeout`).
+            operator the same timeout: its timer calls :meth:`timeout`). A row that
+            times out leaves the request its key shares with other chunks' rows.
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
 
@@ -138,7 +160,8 @@ class LookupJoin(AsyncFunction):
         self._flush_scheduled = False
         self._chunks: dict[int, _Chunk] = {}  # by id of the operator's record
         self._requests: set[asyncio.Task[None]] = set()
-        self._retry_timers: set[Timer] = set()
+        self._retry_timers: dict[Any, Timer] = {}  # by key
+        self._touched: list[_Chunk] = []  # chunks that got answers and may release rows
 
     def __repr__(self) -> str:
         return f"LookupJoin({self.source!r}, how={self.how!r}, on_error={self.on_error!r})"
@@ -155,7 +178,7 @@ class LookupJoin(AsyncFunction):
     def close(self) -> None:
         for request in self._requests:
             request.cancel()
-        for timer in self._retry_timers:
+        for timer in self._retry_timers.values():
             timer.cancel()
         self._requests.clear()
         self._retry_timers.clear()
@@ -163,6 +186,7 @@ class LookupJoin(AsyncFunction):
         self._attempts.clear()
         self._pending.clear()
         self._chunks.clear()
+        self._touched.clear()
 
     def cache_statistics(self) -> CacheStatistics | None:
         """This process's statistics of the join's cache (None without a cache)."""
@@ -248,6 +272,8 @@ class LookupJoin(AsyncFunction):
             metrics.coalesced += shared
             if chunk.remaining == 0:
                 self._finish(chunk)
+            elif chunk.releases and answers:
+                self._release(chunk)  # cached rows and null keys leave at once
         self._schedule_flush()
 
     def _replace_bad_keys(self, chunk: _Chunk, keys: Sequence[Any]) -> list[Any]:
@@ -298,27 +324,72 @@ class LookupJoin(AsyncFunction):
             for key in keys:
                 attempts[key] = attempts.get(key, 0) + 1
         started = clock.now()
+        if hands_over_each(self.source):
+            await self._fetch_each(keys, started)
+            return
         try:
             found = await self.source.lookup_many(keys)
         except Exception as exc:
             metrics.latency.record(clock.now() - started)
-            for key in keys:
-                self._answer(key, None, exc)
+            self._fail_keys(keys, exc)
             return
         metrics.latency.record(clock.now() - started)
+        self._deliver(keys, found)
+
+    async def _fetch_each(self, keys: list[Any], started: float) -> None:
+        """Deliver the answers of a source's ``lookup_each`` as they arrive; keys never
+        answered are misses, and keys not answered when it raises fail with the error."""
+        left = dict.fromkeys(keys)
+        error: Exception | None = None
+        try:
+            answers = self.source.lookup_each(keys)  # type: ignore[attr-defined]
+            async with contextlib.aclosing(answers):
+                async for found in answers:
+                    part = [key for key in found if key in left]
+                    for key in part:
+                        del left[key]
+                    if len(part) != len(found):  # keys answered twice, or never asked
+                        found = {key: found[key] for key in part}
+                    if part:
+                        self._deliver(part, found)
+        except Exception as exc:
+            error = exc
+        clock = self._clock
+        assert clock is not None
+        self.metrics.latency.record(clock.now() - started)
+        if not left:
+            return
+        if error is None:
+            self._deliver(list(left), {})
+        else:
+            self._fail_keys(list(left), error)
+
+    def _fail_keys(self, keys: list[Any], error: Exception) -> None:
+        for key in keys:
+            self._answer(key, None, error)
+        self._release_touched()
+        self._schedule_flush()  # retries due now, if any
+
+    def _deliver(self, keys: list[Any], found: Mapping[Any, Any]) -> None:
+        """Hand the answers of ``keys`` (absent from ``found``: a miss) to their rows."""
+        clock = self._clock
+        assert clock is not None
         if self.retry is not None:
             for key in keys:
                 self._settle(key, found.get(key))
+            self._release_touched()
             self._schedule_flush()  # retries due now, if any
             return
         # The common case, kept tight: no retries to consider.
         store = self._store
         if store is None and _all_single_rows(found):
             self._answer_in_bulk(keys, found)
+            self._release_touched()
             return
         waiting = self._waiting
         get = found.get
         pop = waiting.pop
+        touched = self._touched
         now = clock.now()
         for key in keys:
             answer = get(key)
@@ -334,6 +405,9 @@ class LookupJoin(AsyncFunction):
                     chunk.remaining -= 1
                     if chunk.remaining == 0:
                         self._finish(chunk)
+                    elif chunk.releases:
+                        touched.append(chunk)
+        self._release_touched()
 
     def _answer_in_bulk(self, keys: list[Any], found: Mapping[Any, Any]) -> None:
         """Every answer is a single row or a miss: hand them to the waiting chunks in bulk.
@@ -354,6 +428,8 @@ class LookupJoin(AsyncFunction):
                 chunk.remaining -= count
                 if chunk.remaining == 0:
                     self._finish(chunk)
+                elif chunk.releases:
+                    self._touched.append(chunk)
             return
         # Some key has several chunks waiting for it: settle key by key.
         for key, owner in zip(keys, waiters, strict=True):
@@ -367,6 +443,8 @@ class LookupJoin(AsyncFunction):
                 chunk.remaining -= 1
                 if chunk.remaining == 0:
                     self._finish(chunk)
+                elif chunk.releases:
+                    self._touched.append(chunk)
 
     def _settle(self, key: Any, answer: Any) -> None:
         if isinstance(answer, BaseException):
@@ -374,36 +452,41 @@ class LookupJoin(AsyncFunction):
             return
         try:
             rows = as_rows(answer)
-        except TypeError as exc:
-            self._answer(key, None, exc)
+        except TypeError as exc:  # the source broke its contract: asking again won't help
+            error = LookupFailed(str(exc), key=key, kind="answer", retryable=False)
+            self._answer(key, None, error)
         else:
             self._answer(key, rows, None)
 
     def _answer(self, key: Any, rows: Any, error: BaseException | None) -> None:
-        """Settle ``key`` for every chunk waiting for it, or schedule its retry."""
+        """Settle ``key`` for every chunk waiting for it, or schedule its retry for the
+        chunks whose deadline the retry starts before (the others keep this outcome)."""
         waiters = self._waiting.get(key)
-        if type(waiters) is _Chunk:
-            waiters = [waiters]
-        if not waiters:
-            self._waiting.pop(key, None)
-            self._attempts.pop(key, None)
+        live = [waiters] if type(waiters) is _Chunk else list(waiters or ())
+        live = [chunk for chunk in live if not chunk.done]
+        if not live:
+            self._forget(key)
             return
-        if self._should_retry(key, rows, error, waiters):
-            return
-        del self._waiting[key]
-        self._attempts.pop(key, None)
+        staying = self._retry_for(key, rows, error, live)
+        if staying:
+            self._waiting[key] = staying[0] if len(staying) == 1 else staying
+            live = [chunk for chunk in live if chunk not in staying]
+            if not live:
+                return
+        else:
+            self._forget(key)
         store = self._store
         if error is not None:
-            if store is not None:
+            if store is not None and not staying:
                 store.failed()
             outcome: Any = Failed(error)
         else:
-            if store is not None:
+            if store is not None and not staying:
                 store.put(key, rows, self._clock.now())  # type: ignore[union-attr]
             outcome = rows
         fail_now = error is not None and self.on_error == "fail"
         simple = type(outcome) is tuple
-        for chunk in waiters:
+        for chunk in live:
             if chunk.done:
                 continue
             if fail_now:  # no need to wait for the chunk's other keys: the run fails
@@ -415,22 +498,34 @@ class LookupJoin(AsyncFunction):
             chunk.remaining -= 1
             if chunk.remaining == 0:
                 self._finish(chunk)
+            elif chunk.releases:
+                self._touched.append(chunk)
 
-    def _should_retry(
-        self, key: Any, rows: Any, error: BaseException | None, waiters: list[Any]
-    ) -> bool:
+    def _forget(self, key: Any) -> None:
+        """Nobody waits for ``key`` any more: drop its bookkeeping and pending retry."""
+        self._waiting.pop(key, None)
+        self._attempts.pop(key, None)
+        timer = self._retry_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _retry_for(
+        self, key: Any, rows: Any, error: BaseException | None, waiters: list[_Chunk]
+    ) -> list[_Chunk]:
+        """Schedule another call for ``key`` if the policy wants one; returns the chunks
+        that wait for it (those whose deadline comes after the retry starts)."""
         retry = self.retry
         if retry is None:
-            return False
+            return []
         attempt = self._attempts.get(key, 1)
         if attempt >= retry.max_attempts:
-            return False
+            return []
         if error is not None:
             again = retry.should_retry_exception(error)
         else:
             again = rows is MISS and retry.should_retry_result(_MISS_RESULT)
         if not again:
-            return False
+            return []
         delay = retry.delay(attempt)
         hint = getattr(error, "retry_after", None)
         if isinstance(hint, (int, float)) and hint > delay:
@@ -438,25 +533,73 @@ class LookupJoin(AsyncFunction):
         clock = self._clock
         assert clock is not None
         when = clock.now() + delay
-        if when >= min(chunk.deadline for chunk in waiters):
-            return False  # it would start after the deadline: the last outcome stands
+        staying = [chunk for chunk in waiters if chunk.deadline > when]
+        if not staying:
+            return []  # it would start after every deadline: the last outcome stands
         self.metrics.retries += 1
 
         def fire() -> None:
-            self._retry_timers.discard(timer)
+            self._retry_timers.pop(key, None)
             if self._waiting.get(key):
                 self._pending.append(key)
                 self._schedule_flush()
 
-        timer = clock.call_at(when, fire)
-        self._retry_timers.add(timer)
-        return True
+        self._retry_timers[key] = clock.call_at(when, fire)
+        return staying
+
+    # -- rows out ------------------------------------------------------------------------
+
+    def _release_touched(self) -> None:
+        """Let the answered rows of the chunks that got answers leave (UNORDERED)."""
+        touched = self._touched
+        if not touched:
+            return
+        self._touched = []
+        for chunk in dict.fromkeys(touched):
+            if not chunk.done and chunk.remaining:
+                self._release(chunk)
+
+    def _release(self, chunk: _Chunk) -> None:
+        """Release the chunk's answered rows that have not left yet, freeing their share
+        of the capacity; the rest leave when the chunk completes."""
+        unreleased = chunk.unreleased
+        if unreleased is None:
+            unreleased = chunk.unreleased = rows_by_key(chunk.keys)
+        rows = take_answered(unreleased, chunk.answers)
+        if not rows:
+            return
+        try:
+            joined = self._assemble(chunk, rows)
+        except BaseException as exc:  # a row's error under on_error="fail"
+            chunk.done = True
+            self._chunks.pop(chunk.ident, None)
+            self._leave_waiting(chunk)
+            chunk.result.complete_exceptionally(exc)
+            return
+        chunk.result.release([joined], len(rows))
+
+    def _leave_waiting(self, chunk: _Chunk) -> None:
+        """The chunk is finished: it no longer waits for its unanswered keys, so a
+        request it shared goes on for the other chunks only, with their deadlines."""
+        waiting = self._waiting
+        answers = chunk.answers
+        for key in dict.fromkeys(chunk.keys):
+            if key in answers:
+                continue
+            waiters = waiting.get(key)
+            if waiters is chunk:
+                self._forget(key)
+            elif type(waiters) is list and chunk in waiters:
+                waiters.remove(chunk)
+                if not waiters:
+                    self._forget(key)
 
     def timeout(self, value: Any, result: ResultFuture) -> None:
         """The chunk's deadline passed: its unanswered keys time out, row by row."""
         chunk = self._chunks.get(id(value))
         if chunk is None:  # pragma: no cover - finished in the same instant
             return
+        self._leave_waiting(chunk)
         timeout = self._timeout if self._timeout is not None else float("nan")
         answers = chunk.answers
         for key in dict.fromkeys(chunk.keys):
@@ -473,17 +616,21 @@ class LookupJoin(AsyncFunction):
         chunk.done = True
         self._chunks.pop(chunk.ident, None)
         if error is not None:
+            self._leave_waiting(chunk)
             self.metrics.errors[error_kind(error)] += 1
             chunk.result.complete_exceptionally(error)
             return
+        rows = None
+        if chunk.unreleased is not None:  # some rows left early: the others leave now
+            rows = sorted(i for indices in chunk.unreleased.values() for i in indices)
         try:
-            joined = self._assemble(chunk)
+            joined = self._assemble(chunk, rows)
         except BaseException as exc:
             chunk.result.complete_exceptionally(exc)
         else:
             chunk.result.complete([joined])
 
-    def _assemble(self, chunk: _Chunk) -> JoinedChunk:
+    def _assemble(self, chunk: _Chunk, rows: list[int] | None = None) -> JoinedChunk:
         return assemble(
             chunk.tag,
             chunk.keys,
@@ -492,6 +639,7 @@ class LookupJoin(AsyncFunction):
             self.how,
             self.on_error,
             self.metrics,
+            rows,
         )
 
 

@@ -62,25 +62,33 @@ def assemble(
     how: str,
     policy: str,
     metrics: JoinMetrics,
+    only: list[int] | None = None,
 ) -> JoinedChunk:
     """The output rows of a chunk, in row order, from its keys' answers; counts misses,
     null keys and errors in ``metrics``. Raises a row's error under ``policy="fail"``.
 
     ``simple`` says every answer is a single row (a tuple): then the rows line up with
-    the keys as they are.
+    the keys as they are. ``only`` restricts the output to those input rows (ascending),
+    for a chunk whose rows leave in parts.
     """
-    outcomes = list(map(answers.__getitem__, keys))
+    positions: list[int] | range
+    if only is None:
+        outcomes = list(map(answers.__getitem__, keys))
+        positions = range(len(outcomes))
+    else:
+        outcomes = [answers[keys[i]] for i in only]
+        positions = only
     count = len(outcomes)
     errors: list[str | None] | None
     if simple:
         errors = [None] * count if policy == "error_column" else None
         metrics.rows_out += count
-        return JoinedChunk(tag, list(range(count)), outcomes, errors)
+        return JoinedChunk(tag, list(positions), outcomes, errors)
     left = how == "left"
     indices: list[int] = []
     rows: list[tuple[Any, ...] | None] = []
     errors = [] if policy == "error_column" else None
-    for i, state in enumerate(outcomes):
+    for i, state in zip(positions, outcomes, strict=True):
         if type(state) is tuple:
             indices.append(i)
             rows.append(state)
@@ -120,6 +128,26 @@ def assemble(
                     errors.append(None)
     metrics.rows_out += len(indices)
     return JoinedChunk(tag, indices, rows, errors)
+
+
+def rows_by_key(keys: Sequence[Any]) -> dict[Any, list[int]]:
+    """Each distinct key of a chunk with the rows (ascending) that hold it."""
+    out: dict[Any, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows = out.get(key)
+        if rows is None:
+            out[key] = [i]
+        else:
+            rows.append(i)
+    return out
+
+
+def take_answered(unreleased: dict[Any, list[int]], answers: dict[Any, Any]) -> list[int]:
+    """Remove from ``unreleased`` the keys that have an answer; their rows, ascending."""
+    ready = [key for key in unreleased if key in answers]
+    if len(ready) == 1:
+        return unreleased.pop(ready[0])
+    return sorted(i for key in ready for i in unreleased.pop(key))
 
 
 def as_rows(answer: Any) -> Any:

@@ -1,54 +1,44 @@
 """Dimension schemas: the typed fields a lookup adds to each row.
 
-A schema is written as Spark DDL (``"name string, tier string, credit double"``), a
-mapping ``{"name": "string"}`` or a sequence of ``(name, type)`` pairs. Values read from a
-store (JSON documents, Redis hashes of byte strings) are coerced field by field; a value
-that does not fit raises :class:`~enrich.DecodeError` naming the field and the value, so
-one bad row never fails a job.
+A schema is written as Spark DDL (``"name string, price decimal(10,2), tags
+array<string>"``, see :mod:`enrich.lookup.types` for what parses), a mapping
+``{"name": "string"}`` or a sequence of ``(name, type)`` pairs (types as DDL text or
+:class:`~enrich.lookup.types.DataType` objects). Values read from a store (JSON
+documents, Redis hashes of byte strings) are converted field by field by the rules of
+:mod:`enrich.lookup.coerce`; a value that does not fit raises :class:`~enrich.DecodeError`
+naming the field (a dotted path inside a nested value) and the value, so one bad row
+never fails a job.
 """
 
 from __future__ import annotations
 
-import math
+import reprlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Union
 
 from .._errors import DecodeError, SchemaError
+from .coerce import ERRORS, Converter, Unfit, converter, has_decimal, json_loads, native
+from .ddl import parse_fields
+from .types import Field, check_unique
 
-# Canonical type names and their accepted spellings (Spark's DDL keywords).
-_ALIASES = {
-    "string": "string",
-    "varchar": "string",
-    "text": "string",
-    "int": "int",
-    "integer": "int",
-    "bigint": "bigint",
-    "long": "bigint",
-    "double": "double",
-    "float": "float",
-    "real": "float",
-    "boolean": "boolean",
-    "bool": "boolean",
-    "binary": "binary",
-}
+__all__ = ("Field", "Schema", "SchemaLike", "short")
 
-_INT_RANGES = {"int": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
+SchemaLike = Union["Schema", str, Mapping[str, Any], Iterable[tuple[str, Any]]]
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = 6
 
 
-@dataclass(frozen=True)
-class Field:
-    """One dimension field: a name and a canonical type name."""
-
-    name: str
-    type: str
-
-
-SchemaLike = Union["Schema", str, Mapping[str, str], Iterable[tuple[str, str]]]
+def short(value: Any) -> str:
+    """``repr(value)`` shortened for an error message (reprlib: long strings, bytes and
+    containers are cut in the middle or after a few items)."""
+    return _repr.repr(value)
 
 
 class Schema:
-    """An ordered list of typed fields, with per-field coercion of stored values.
+    """An ordered list of typed fields, with per-field conversion of stored values.
 
     Attributes:
         fields: the fields, in order.
@@ -57,64 +47,66 @@ class Schema:
             caller already knows is a ``dict`` (``type(document) is dict``). A plain
             function rather than a method, so a decoder calling it once per value pays
             no bound-method call. Same result and errors as :meth:`coerce` for a dict.
+        loads: the JSON parser for this schema's documents: orjson (or json) when no
+            field holds a decimal, else json reading floats as ``Decimal``, so decimals
+            keep every digit of the stored text.
     """
 
-    __slots__ = ("coerce_dict", "fields", "names")
+    __slots__ = ("coerce_dict", "fields", "loads", "names")
 
     def __init__(self, fields: Iterable[Field]) -> None:
         self.fields: tuple[Field, ...] = tuple(fields)
         if not self.fields:
             raise SchemaError("a schema needs at least one field")
+        for f in self.fields:
+            if not isinstance(f, Field):
+                raise SchemaError(f"a schema holds Field objects, got {f!r}")
         self.names: tuple[str, ...] = tuple(f.name for f in self.fields)
-        seen: set[str] = set()
-        for name in self.names:
-            if name.lower() in seen:
-                raise SchemaError(f"field {name!r} appears twice in the schema")
-            seen.add(name.lower())
+        try:
+            check_unique(self.names)
+        except SchemaError as exc:
+            raise SchemaError(f"{exc} in the schema") from None
+        self.loads: Callable[[Any], Any] = json_loads(any(has_decimal(f.type) for f in self.fields))
         self.coerce_dict: Callable[[Mapping[str, Any]], tuple[Any, ...]] = self._compile()
 
     @classmethod
     def of(cls, spec: SchemaLike) -> Schema:
-        """Build a schema from DDL text, a mapping, pairs, or return a Schema unchanged."""
+        """Build a schema from DDL text, a mapping, pairs, or return a Schema unchanged.
+
+        Raises:
+            SchemaError: the spec does not parse, naming the field and the text.
+        """
         if isinstance(spec, Schema):
             return spec
         if isinstance(spec, str):
-            return cls._parse(spec)
-        pairs = spec.items() if isinstance(spec, Mapping) else spec
+            try:
+                return cls(parse_fields(spec))
+            except SchemaError as exc:
+                if spec in str(exc):
+                    raise
+                raise SchemaError(f"schema {spec!r}: {exc}") from None
         try:
-            return cls(Field(str(name), _canonical(str(typ), str(name))) for name, typ in pairs)
+            pairs = spec.items() if isinstance(spec, Mapping) else spec
+            return cls(Field(str(name), typ) for name, typ in pairs)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, SchemaError):
                 raise
             raise SchemaError(f"cannot read schema {spec!r}: {exc}") from exc
 
-    @classmethod
-    def _parse(cls, ddl: str) -> Schema:
-        fields = []
-        for part in ddl.split(","):
-            words = part.split()
-            if len(words) != 2:
-                raise SchemaError(
-                    f"cannot parse schema {ddl!r}: expected 'name type' but got {part.strip()!r}"
-                )
-            name = words[0].strip("`")
-            fields.append(Field(name, _canonical(words[1], name)))
-        return cls(fields)
-
     def ddl(self) -> str:
-        """The schema as Spark DDL, e.g. ``"`name` string, `credit` double"``."""
-        return ", ".join(f"`{f.name}` {f.type}" for f in self.fields)
+        """The schema as Spark DDL, e.g. ``"`name` string, `price` decimal(10,2)"``."""
+        return ", ".join(f.ddl() for f in self.fields)
 
     def coerce(self, document: Mapping[str, Any]) -> tuple[Any, ...]:
         """Pick and convert the schema's fields from ``document``; absent fields are None.
 
         Raises:
             DecodeError: ``document`` is not a mapping, or a field's value cannot be
-                converted to the field's type.
+                converted to the field's type (or is null in a ``NOT NULL`` field).
         """
         if not isinstance(document, Mapping):
             raise DecodeError(
-                f"expected an object with fields {list(self.names)}, got {_short(document)}",
+                f"expected an object with fields {list(self.names)}, got {short(document)}",
                 value=document,
             )
         return self.coerce_dict(document)
@@ -123,16 +115,19 @@ class Schema:
         """A function picking and converting every field, generated for this schema:
         values that already have the field's Python type pass with one type check."""
         lines = ["def coerce(document):", "    get = document.get"]
-        env: dict[str, Any] = {"_convert": _convert}
+        env: dict[str, Any] = {"_convert": _convert, "_null": _null}
         for i, field in enumerate(self.fields):
-            native = _NATIVE[field.type]
+            kind = native(field.type)
             env[f"_f{i}"] = field
-            env[f"_c{i}"] = _COERCERS[field.type]
-            env[f"_t{i}"] = native
+            env[f"_c{i}"] = converter(field.type)
+            env[f"_t{i}"] = kind
             lines.append(f"    v{i} = get({field.name!r})")
-            check = f"type(v{i}) is not _t{i}" if native is not None else "True"
+            check = f"type(v{i}) is not _t{i}" if kind is not None else "True"
             lines.append(f"    if v{i} is not None and {check}:")
             lines.append(f"        v{i} = _convert(_c{i}, _f{i}, v{i})")
+            if not field.nullable:
+                lines.append(f"    if v{i} is None:")
+                lines.append(f"        _null(_f{i})")
         values = ", ".join(f"v{i}" for i in range(len(self.fields)))
         lines.append(f"    return ({values},)")
         exec("\n".join(lines), env)  # generated from validated field names and types
@@ -145,127 +140,32 @@ class Schema:
         return hash(self.fields)
 
     def __repr__(self) -> str:
-        return f"Schema({', '.join(f'{f.name} {f.type}' for f in self.fields)!r})"
+        return f"Schema({', '.join(f.ddl(plain=True) for f in self.fields)!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Schema, (self.fields,))
 
 
-def _canonical(type_name: str, field: str) -> str:
-    canonical = _ALIASES.get(type_name.lower())
-    if canonical is None:
-        raise SchemaError(
-            f"field {field!r}: unsupported type {type_name!r} "
-            f"(supported: {', '.join(sorted(set(_ALIASES.values())))})"
-        )
-    return canonical
-
-
-def _text(raw: Any) -> str:
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, (bytes, bytearray)):
-        return bytes(raw).decode("utf-8")
-    raise TypeError(f"not text: {type(raw).__name__}")
-
-
-def _to_string(raw: Any) -> str:
-    if isinstance(raw, (str, bytes, bytearray)):
-        return _text(raw)
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise TypeError(type(raw).__name__)
-    return str(raw)  # JSON numbers in a string field: keep their spelling
-
-
-def _integer(kind: str) -> Callable[[Any], int]:
-    low, high = _INT_RANGES[kind]
-
-    def coerce(raw: Any) -> int:
-        if isinstance(raw, bool):
-            raise TypeError("bool")
-        if isinstance(raw, float):
-            if not raw.is_integer():
-                raise ValueError("not integral")
-            raw = int(raw)
-        elif not isinstance(raw, int):
-            raw = int(_text(raw).strip())
-        if not low <= raw <= high:
-            raise OverflowError(f"out of range for {kind}")
-        return int(raw)
-
-    return coerce
-
-
-def _to_float(raw: Any) -> float:
-    if isinstance(raw, bool):
-        raise TypeError("bool")
-    if isinstance(raw, (int, float)):
-        return float(raw)
-    value = float(_text(raw).strip())
-    if math.isnan(value) and _text(raw).strip().lower() not in ("nan", "+nan", "-nan"):
-        raise ValueError("nan")
-    return value
-
-
-_TRUE = {"true", "1", "t", "yes", "y"}
-_FALSE = {"false", "0", "f", "no", "n"}
-
-
-def _to_bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, int) and raw in (0, 1):
-        return bool(raw)
-    text = _text(raw).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError("not a boolean")
-
-
-def _to_binary(raw: Any) -> bytes:
-    if isinstance(raw, (bytes, bytearray)):
-        return bytes(raw)
-    if isinstance(raw, str):
-        return raw.encode("utf-8")
-    raise TypeError(type(raw).__name__)
-
-
-def _convert(coerce: Callable[[Any], Any], field: Field, raw: Any) -> Any:
+def _convert(convert: Converter, field: Field, raw: Any) -> Any:
     try:
-        return coerce(raw)
-    except (TypeError, ValueError, OverflowError) as exc:
+        return convert(raw)
+    except Unfit as exc:
+        path = field.name + exc.path
         raise DecodeError(
-            f"field {field.name!r}: cannot read {_short(raw)} as {field.type}",
+            f"field {path!r}: cannot read {short(exc.value)} as {exc.type}",
+            field=path,
+            value=exc.value,
+        ) from None
+    except ERRORS as exc:
+        raise DecodeError(
+            f"field {field.name!r}: cannot read {short(raw)} as {field.type}",
             field=field.name,
             value=raw,
         ) from exc
 
 
-# The Python type a field's value already has when it needs no conversion (ints are
-# range-checked and JSON numbers may be ints for a double, so those always convert).
-_NATIVE: dict[str, type | None] = {
-    "string": str,
-    "int": None,
-    "bigint": None,
-    "double": float,
-    "float": float,
-    "boolean": bool,
-    "binary": bytes,
-}
-
-_COERCERS: dict[str, Callable[[Any], Any]] = {
-    "string": _to_string,
-    "int": _integer("int"),
-    "bigint": _integer("bigint"),
-    "double": _to_float,
-    "float": _to_float,
-    "boolean": _to_bool,
-    "binary": _to_binary,
-}
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _null(field: Field) -> None:
+    raise DecodeError(
+        f"field {field.name!r}: missing or null, but declared {field.type} NOT NULL",
+        field=field.name,
+    )

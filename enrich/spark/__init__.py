@@ -34,19 +34,8 @@ from collections.abc import Sequence
 from functools import partial
 
 try:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import (
-        BinaryType,
-        BooleanType,
-        DataType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
+    from pyspark.sql import DataFrame, SparkSession, types as T
+    from pyspark.sql.types import DataType, StringType, StructField, StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
@@ -55,7 +44,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..lookup import types
 from ..lookup.cache import LookupCache
+from ..lookup.ddl import parse_type
 from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
 from ..lookup.metrics import JoinMetrics
 from ..lookup.source import LookupSource
@@ -80,19 +71,43 @@ __all__ = (
 )
 
 _SPARK_TYPES: dict[str, DataType] = {
-    "string": StringType(),
-    "int": IntegerType(),
-    "bigint": LongType(),
-    "double": DoubleType(),
-    "float": FloatType(),
-    "boolean": BooleanType(),
-    "binary": BinaryType(),
+    "string": T.StringType(),
+    "tinyint": T.ByteType(),
+    "smallint": T.ShortType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+    "binary": T.BinaryType(),
+    "date": T.DateType(),
+    "timestamp": T.TimestampType(),
+    "timestamp_ntz": T.TimestampNTZType(),
 }
 
 
-def spark_type(canonical: str) -> DataType:
-    """The Spark type of a schema's canonical type name (``"bigint"`` -> ``LongType()``)."""
-    return _SPARK_TYPES[canonical]
+def spark_type(type_: types.DataType | str) -> DataType:
+    """The Spark type of a dimension type, or of its DDL text: ``"bigint"`` is
+    ``LongType()``, ``"array<decimal(10,2)>"`` is ``ArrayType(DecimalType(10, 2))``.
+
+    Nested elements, map values and struct fields are nullable unless declared
+    ``NOT NULL`` (map keys never are), as in Spark.
+    """
+    if isinstance(type_, str):
+        type_ = parse_type(type_)
+    if isinstance(type_, types.AtomicType):
+        return _SPARK_TYPES[type_.name]
+    if isinstance(type_, types.DecimalType):
+        return T.DecimalType(type_.precision, type_.scale)
+    if isinstance(type_, types.ArrayType):
+        return T.ArrayType(spark_type(type_.element), containsNull=True)
+    if isinstance(type_, types.MapType):
+        return T.MapType(spark_type(type_.key), spark_type(type_.value), valueContainsNull=True)
+    if isinstance(type_, types.StructType):
+        return StructType(
+            [StructField(f.name, spark_type(f.type), nullable=f.nullable) for f in type_.fields]
+        )
+    raise TypeError(f"not a dimension type: {type_!r}")
 
 
 def lookup_join(

@@ -20,21 +20,12 @@ import pyarrow as pa
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+from ..lookup.arrow_types import arrow_schema
 from ..lookup.cache import LookupCache
 from ..lookup.iterators import lookup_chunks
 from ..lookup.join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
 from ..lookup.joined import JoinedChunk
 from ..lookup.source import LookupSource
-
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "int": pa.int32(),
-    "bigint": pa.int64(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "boolean": pa.bool_(),
-    "binary": pa.binary(),
-}
 
 
 @dataclass(frozen=True)
@@ -80,10 +71,7 @@ class JoinPlan:
 
     def arrow_fields(self) -> list[pa.Field]:
         """The Arrow fields the lookup adds: the dimension columns, then the reason."""
-        fields = [
-            pa.field(name, ARROW_TYPES[f.type])
-            for name, f in zip(self.columns, self.source.schema.fields, strict=True)
-        ]
+        fields = list(arrow_schema(self.source.schema, self.columns))
         if self.with_error:
             fields.append(pa.field(self.error_column, pa.string()))
         return fields
@@ -141,15 +129,14 @@ def _slices(batch: pa.RecordBatch, size: int) -> Iterator[pa.RecordBatch]:
 
 def dimension_arrays(plan: JoinPlan, rows: Sequence[tuple[Any, ...] | None]) -> list[pa.Array]:
     """One Arrow array per dimension field; a None row gives nulls."""
-    fields = plan.source.schema.fields
+    types = [f.type for f in arrow_schema(plan.source.schema)]
     if not rows:
-        return [pa.array([], type=ARROW_TYPES[f.type]) for f in fields]
+        return [pa.array([], type=t) for t in types]
     if None in rows:
-        blank = (None,) * len(fields)
+        blank = (None,) * len(types)
         rows = [blank if r is None else r for r in rows]
     return [
-        pa.array(values, type=ARROW_TYPES[f.type])
-        for values, f in zip(zip(*rows, strict=True), fields, strict=True)
+        pa.array(values, type=t) for values, t in zip(zip(*rows, strict=True), types, strict=True)
     ]
 
 

@@ -124,3 +124,29 @@ def test_random_completion_orders_keep_the_promises(items: list[int | None], rng
             for i, v in enumerate(values):
                 before = position[repr(v)] < position[repr(values[m])]
                 assert before == (i < m) or i == m
+
+
+def test_unordered_queue_holds_early_outputs_behind_a_watermark() -> None:
+    queue = UnorderedQueue()
+    first, mark, second = put(queue, "a", Watermark(1), "b")
+    ready: list[object] = []
+    queue.released(second, "part of b", ready)
+    assert ready == []  # "b" is behind the watermark: so is its early part
+    queue.released(first, "part of a", ready)
+    assert ready == ["part of a"]  # nothing is ahead of "a"
+    assert len(queue) == 3  # early parts are no elements
+    ready = []
+    first.done = True
+    queue.completed(first, ready)
+    assert [getattr(e, "value", e) for e in ready] == ["a", mark.value, "part of b"]
+
+
+def test_ordered_queue_refuses_early_outputs() -> None:
+    queue = OrderedQueue()
+    (entry,) = put(queue, "a")
+    try:
+        queue.released(entry, "part", [])
+    except RuntimeError as exc:
+        assert "UNORDERED" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("released() must refuse under ORDERED")
