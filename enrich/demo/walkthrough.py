@@ -95,14 +95,14 @@ def lookup_demo(redis_url: str, http_base: str) -> None:
     credit = HttpLookup(http_base + "/users/{}", schema="credit double")
     cache = enrich.LookupCache(max_rows=1_000, ttl=60)
     orders = [order for _, order in ORDERS]
+    # The join logs each failed row at WARNING; here the table shows it instead.
+    logging.getLogger("enrich.lookup").setLevel(logging.ERROR)
     # lookup_chunks rather than lookup_rows: its iterator hands out the join's metrics.
     first = lookup_chunks(
         [(orders, [o["user_id"] for o in orders])], users, cache=cache, on_error="error_column"
     )
     step1 = list(_dict_rows(first, list(users.schema.names), "enrich_error"))
     step2 = enrich.lookup_rows(step1, credit, on="user_id", on_error="null")
-    # The join logs each failed row at WARNING; here the table shows it instead.
-    logging.getLogger("enrich.lookup").setLevel(logging.ERROR)
     for (label, _), row in zip(ORDERS, list(step2), strict=True):
         print(f"   {label:<24} {row}")
     print(f"\n   users metrics: {first.function.statistics().summary()}")
