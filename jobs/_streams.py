@@ -11,6 +11,7 @@ sink's own guarantees (the Redis sinks' exactly-once commit among them).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jobs._config import JobConfig
@@ -68,6 +69,29 @@ def start(df: Any, config: JobConfig) -> Any:
     if config.dead_letter is None and sink.path:
         return writer.start(sink.path)
     return writer.start()
+
+
+def await_query(query: Any, duration: float | None, grace: float = 120.0) -> None:
+    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds.
+
+    The stop waits (up to ``grace`` seconds) for a micro-batch in progress to commit, so
+    that its rows are written and the stop interrupts no task (Spark logs an interrupted
+    one as an error with a long trace). The query is stopped even if waiting fails.
+    """
+    try:
+        if duration is None:
+            query.awaitTermination()
+            return
+        if query.awaitTermination(duration):
+            return
+        deadline = time.monotonic() + grace
+        while query.isActive and time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.1)
+    finally:
+        if query.isActive:
+            query.stop()
 
 
 def _trigger(writer: Any, trigger: str | None, source: Endpoint | None) -> Any:

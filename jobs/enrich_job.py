@@ -59,8 +59,9 @@ def run(spark: Any, config: _config.JobConfig, duration: float | None = None) ->
     """Run the job: a streaming query (returned once finished or stopped) or a batch.
 
     Args:
-        duration: stop a streaming query after this many seconds (None: run until its
-            input is drained, or forever for an endless source).
+        duration: stop a streaming query after this many seconds, once the micro-batch
+            then in progress has committed (None: run until its input is drained, or
+            forever for an endless source).
     """
     from enrich.spark import EnrichMetricsListener, statistics
 
@@ -76,13 +77,8 @@ def run(spark: Any, config: _config.JobConfig, duration: float | None = None) ->
     spark.streams.addListener(listener)
     query = _streams.start(df, config)
     try:
-        if duration is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(duration):
-            query.stop()
+        _streams.await_query(query, duration)
     finally:
-        if query.isActive:
-            query.stop()
         spark.streams.removeListener(listener)
     _summary(names, statistics)
     return query

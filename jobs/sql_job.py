@@ -44,14 +44,7 @@ def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None 
         return None
     if result.isStreaming:
         query = _streams.start(result, config)
-        try:
-            if duration is None:
-                query.awaitTermination()
-            elif not query.awaitTermination(duration):
-                query.stop()
-        finally:
-            if query.isActive:
-                query.stop()
+        _streams.await_query(query, duration)
         return query
     if config.sink is not None:
         _streams.write_all(result, config)
