@@ -42,10 +42,11 @@ from .lookup.iterators import (
     lookup_chunks_async as lookup_chunks_async,
     lookup_rows as lookup_rows,
 )
-from .lookup.join import LookupJoin as LookupJoin, chunk_rows as chunk_rows
+from .lookup.join import LookupJoin as LookupJoin
 from .lookup.joined import JoinedChunk as JoinedChunk
 from .lookup.metrics import JoinMetrics as JoinMetrics
 from .lookup.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
+from .lookup.settings import chunk_rows as chunk_rows
 from .lookup.source import LookupSource as LookupSource
 
 __all__ = (

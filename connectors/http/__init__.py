@@ -57,12 +57,21 @@ from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
 from . import body
-from .errors import parse_retry_after, status_error, transport_error
+from .errors import (
+    parse_retry_after,
+    redirect_error,
+    status_error,
+    too_large_error,
+    transport_error,
+)
 from .settings import (
+    DEFAULT_FOLLOW_REDIRECTS,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_METHOD,
     DEFAULT_TIMEOUT,
+    RedirectPolicy,
     Settings,
 )
 from .url import MASK, KeyShapeError
@@ -91,6 +100,10 @@ class HttpLookup:
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
     * One attempt per call: retries belong to the engine.
+    * Configured headers and credentials go to the template's origin only: redirects are
+      not followed unless ``follow_redirects="same-origin"``, and never elsewhere.
+    * No body longer than ``max_value_bytes`` is read whole: a declared Content-Length
+      over it is refused unread, an undeclared one is read in chunks up to the limit.
     * The object is a picklable description; its aiohttp session is created lazily on the
       running loop and shared by equal sources of the process.
 
@@ -109,6 +122,11 @@ class HttpLookup:
         timeout: seconds per request, from sending to reading the whole body.
         path: dotted path of the sub-document to read (``"data.user"``).
         fields: schema field -> dotted path within the document (default: the field name).
+        follow_redirects: ``"never"`` (a 3xx is the key's error, ``kind="redirect"``,
+            naming the masked target) or ``"same-origin"`` (follow up to 5 redirects to
+            the same scheme, host and port; any other target is refused the same way).
+        max_value_bytes: the longest body read for one answer (one batch answer in batch
+            mode); a longer one stops being read and fails with ``kind="too_large"``.
 
     Raises:
         ValueError: a setting is invalid; the message names it and its (redacted) value.
@@ -131,6 +149,8 @@ class HttpLookup:
         timeout: float = DEFAULT_TIMEOUT,
         path: str | None = None,
         fields: Mapping[str, str] | None = None,
+        follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.schema = Schema.of(schema)
         self._settings = Settings.build(
@@ -146,6 +166,8 @@ class HttpLookup:
             timeout=timeout,
             path=path,
             fields=fields,
+            follow_redirects=follow_redirects,
+            max_value_bytes=max_value_bytes,
         )
 
     # -- the LookupSource protocol ------------------------------------------------------
@@ -278,30 +300,56 @@ class HttpLookup:
     ) -> bytes | None:
         """One attempt: a 2xx body, or None for a per-key miss (404, 204).
 
+        Redirects are followed here, not by aiohttp, and only as ``follow_redirects``
+        allows: aiohttp would carry the session's headers (an API key) to any host.
+
         Raises:
-            LookupFailed: any other status, a timeout or a connection error.
+            LookupFailed: any other status, a refused redirect, a body over
+                ``max_value_bytes``, a timeout or a connection error.
         """
+        settings = self._settings
         target = self._target(batch=data is not None)
         async with pool.slots:
             if pool.throttler is not None:
                 await pool.throttler.acquire()
             try:
-                async with pool.session.request(
-                    method, url, data=data, headers=_JSON if data is not None else None
-                ) as response:
-                    payload = await response.read()
-                    if 200 <= response.status < 300 and response.status != 204:
-                        return payload
-                    if key is not None and response.status in (404, 204):
-                        return None
-                    retry_after = parse_retry_after(
-                        response.headers.get("Retry-After"), time.time()
-                    )
-                    raise status_error(
-                        response.status, target=target, key=key, retry_after=retry_after
-                    )
+                for hops in range(_MAX_REDIRECTS + 1):
+                    async with pool.session.request(
+                        method,
+                        url,
+                        data=data,
+                        headers=_JSON if data is not None else None,
+                        allow_redirects=False,
+                    ) as response:
+                        status = response.status
+                        if 200 <= status < 300 and status != 204:
+                            return await body.read_bounded(response, settings.max_value_bytes)
+                        await body.drain(response)
+                        if key is not None and status in (404, 204):
+                            return None
+                        if 300 <= status < 400 and "Location" in response.headers:
+                            location = response.headers["Location"]
+                            to, why = _redirect(url, location, settings, hops)
+                            if to is None or why is not None:
+                                shown = location if to is None else str(to)
+                                raise redirect_error(
+                                    status, shown, target=target, key=key, why=why or ""
+                                )
+                            url = to
+                            if status == 303 or (status in (301, 302) and method == "POST"):
+                                method, data = "GET", None  # as browsers and curl do
+                            continue
+                        retry_after = parse_retry_after(
+                            response.headers.get("Retry-After"), time.time()
+                        )
+                        raise status_error(status, target=target, key=key, retry_after=retry_after)
+            except body.TooLarge as exc:
+                raise too_large_error(
+                    settings.max_value_bytes, target=target, key=key, declared=exc.declared
+                ) from None
             except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
                 raise transport_error(exc, target=target, key=key) from exc
+        raise AssertionError("unreachable: the loop returns or raises")
 
     def _rows(self, document: Any) -> body.Rows:
         settings = self._settings
@@ -357,6 +405,10 @@ class HttpLookup:
         if s.rate_limit is not None:
             parts.append(f"rate_limit={s.rate_limit:g}")
         parts.append(f"max_connections={s.max_connections}, timeout={s.timeout:g}")
+        if s.follow_redirects != DEFAULT_FOLLOW_REDIRECTS:
+            parts.append(f"follow_redirects={s.follow_redirects!r}")
+        if s.max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
+            parts.append(f"max_value_bytes={s.max_value_bytes}")
         if s.path:
             parts.append(f"path={'.'.join(s.path)!r}")
         if s.fields:
@@ -365,6 +417,24 @@ class HttpLookup:
 
 
 _JSON = {"Content-Type": "application/json"}
+_MAX_REDIRECTS = 5
+
+
+def _redirect(
+    url: yarl.URL, location: str, settings: Settings, hops: int
+) -> tuple[yarl.URL | None, str | None]:
+    """Where a redirect points (None: nowhere readable), and why it is refused (None: follow)."""
+    try:
+        target = url.join(yarl.URL(location))
+    except ValueError:
+        return None, "the Location header is not a URL"
+    if settings.follow_redirects == "never":
+        return target, "follow_redirects='never'"
+    if target.scheme != url.scheme or target.host != url.host or target.port != url.port:
+        return target, "another origin: configured headers never leave the origin"
+    if hops >= _MAX_REDIRECTS:
+        return target, f"more than {_MAX_REDIRECTS} redirects"
+    return target, None
 
 
 class _Throttle(Protocol):

@@ -1,4 +1,4 @@
-"""JSON bodies for the HTTP connector: decoding, dotted paths, rows in schema order.
+"""JSON bodies for the HTTP connector: bounded reading, decoding, dotted paths, rows.
 
 A response document becomes a lookup value this way:
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import aiohttp
 
 from enrich import DecodeError, Schema
 from enrich.lookup.schema import short as _short
@@ -55,6 +57,54 @@ def loads(body: bytes, parse: Callable[[bytes], Any] | None = None) -> Any:
         return (parse or _loads)(body)
     except ValueError as exc:
         raise DecodeError(f"response is not JSON: {short(body)}", value=body) from exc
+
+
+class TooLarge(Exception):
+    """A body longer than the limit; ``declared`` is its Content-Length when it had one."""
+
+    def __init__(self, declared: int | None) -> None:
+        super().__init__(declared)
+        self.declared = declared
+
+
+async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body of ``response``, if it is at most ``limit`` bytes.
+
+    A declared Content-Length over the limit is refused before reading anything; without
+    one, the body is read in chunks and reading stops as soon as the limit is passed, so
+    at most ``limit`` bytes plus one chunk are ever held.
+
+    Raises:
+        TooLarge: the body is longer than ``limit``.
+    """
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise TooLarge(declared)
+    if declared is not None and "Content-Encoding" not in response.headers:
+        return await response.read()  # the common case: exactly the declared bytes
+    # No length, or a compressed one (the decompressed body may be far larger): count.
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(None)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+_DRAIN_LIMIT = 64 * 1024
+
+
+async def drain(response: aiohttp.ClientResponse) -> None:
+    """Read and drop a small unwanted body (a 404's, an error's), keeping its connection.
+
+    aiohttp can only reuse a connection whose body was read to the end; a body that is
+    large or of unknown length is left alone, and its connection is closed instead.
+    """
+    declared = response.content_length
+    if declared is not None and declared <= _DRAIN_LIMIT:
+        await response.read()
 
 
 def parse_path(text: str | None, *, name: str) -> Path:

@@ -7,15 +7,20 @@ what happened                          error                  kind       retryab
 429, 503 (+ ``Retry-After``)           LookupFailed           status:N   yes
 408, other 5xx                         LookupFailed           status:N   yes
 401, 403, 407                          SourceUnavailable      status:N   no
-other 4xx, unexpected 1xx/3xx          LookupFailed           status:N   no
+other 4xx, unexpected 1xx              LookupFailed           status:N   no
+3xx not followed (see below)           LookupFailed           redirect   no
+body over ``max_value_bytes``          LookupFailed           too_large  no
 timeout (connect or total)             LookupFailed           timeout    yes
 refused, DNS                           SourceUnavailable      connection yes
 TLS certificate or handshake           SourceUnavailable      tls        no
 dropped connection, truncated body     LookupFailed           connection yes
 =====================================  =====================  =========  ===========
 
-Messages name the method, the redacted URL template and the key; never a header, a
-credential or a query value of the template.
+A redirect is followed only with ``follow_redirects="same-origin"`` and only to the same
+scheme, host and port; a refused one names where it pointed, masked.
+
+Messages name the method, the masked URL template and the key; never a header, a
+credential or a query value of the template or of a redirect's target.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 import aiohttp
 
+from connectors.masking import mask_url
 from enrich import LookupFailed, SourceUnavailable
 
 _AUTH_STATUSES = frozenset({401, 403, 407})
@@ -78,6 +84,27 @@ def status_error(status: int, *, target: str, key: Any, retry_after: float | Non
         kind=kind,
         retryable=retryable,
         retry_after=retry_after if retryable else None,
+    )
+
+
+def redirect_error(status: int, location: str, *, target: str, key: Any, why: str) -> LookupFailed:
+    """The error for a redirect that was not followed; ``location`` is shown masked."""
+    return LookupFailed(
+        f"{_where(target, key)}: HTTP {status} redirect to {mask_url(location)} refused ({why})",
+        key=key,
+        kind="redirect",
+        retryable=False,
+    )
+
+
+def too_large_error(limit: int, *, target: str, key: Any, declared: int | None) -> LookupFailed:
+    """The error for a body longer than ``max_value_bytes``: its reading was stopped."""
+    seen = f"Content-Length {declared}" if declared is not None else "reading stopped at the limit"
+    return LookupFailed(
+        f"{_where(target, key)}: answer larger than max_value_bytes={limit} ({seen})",
+        key=key,
+        kind="too_large",
+        retryable=False,
     )
 
 

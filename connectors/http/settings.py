@@ -6,6 +6,7 @@ import base64
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import aiohttp
 
@@ -18,8 +19,15 @@ DEFAULT_METHOD = "GET"
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_BATCH = 100
+# One answer's body larger than this fails its key (its batch, in batch mode).
+DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
+RedirectPolicy = Literal["never", "same-origin"]
+DEFAULT_FOLLOW_REDIRECTS: RedirectPolicy = "never"
 
 _METHODS = ("GET", "POST")
+# "never": a 3xx is the key's error. "same-origin": follow to the same scheme, host and
+# port only, where the configured headers may go; anywhere else is refused.
+_REDIRECT_POLICIES = ("never", "same-origin")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +50,8 @@ class Settings:
     timeout: float
     path: body.Path
     fields: tuple[tuple[str, body.Path], ...]
+    follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
     @classmethod
     def build(
@@ -59,6 +69,8 @@ class Settings:
         timeout: float,
         path: str | None,
         fields: Mapping[str, str] | None,
+        follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> Settings:
         """Validate ``HttpLookup``'s arguments.
 
@@ -89,7 +101,15 @@ class Settings:
             timeout=_positive_float("timeout", timeout),
             path=body.parse_path(path, name="path"),
             fields=_check_fields(fields, schema),
+            follow_redirects=_redirect_policy(follow_redirects),
+            max_value_bytes=_positive_int("max_value_bytes", max_value_bytes),
         )
+
+
+def _redirect_policy(value: RedirectPolicy) -> RedirectPolicy:
+    if value not in _REDIRECT_POLICIES:
+        raise ValueError(f"follow_redirects must be one of {_REDIRECT_POLICIES}, got {value!r}")
+    return value
 
 
 def _basic_auth(auth: tuple[str, str] | aiohttp.BasicAuth) -> str:

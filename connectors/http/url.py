@@ -1,4 +1,4 @@
-"""URL templates for the HTTP connector: validation, key encoding, redaction.
+"""URL templates for the HTTP connector: validation, key encoding; shown masked.
 
 A template is an ``http``/``https`` URL with positional ``{}`` slots, in the path or in
 query values: ``"http://svc:8080/users/{}"``, ``"http://svc/orgs/{}/users/{}"``,
@@ -21,7 +21,9 @@ from urllib.parse import quote, urlsplit
 
 import yarl
 
-MASK = "***"
+from connectors.masking import MASK, mask_url
+
+__all__ = ("MASK", "KeyShapeError", "UrlTemplate")
 
 # Stands in for a slot while the template's structure is checked; not a URL character
 # sequence anyone writes, and the template is checked not to contain it.
@@ -62,7 +64,7 @@ class UrlTemplate:
         """
         if not isinstance(text, str):
             raise ValueError(f"{name} must be a string, got {type(text).__name__}")
-        shown = redact(text)
+        shown = mask_url(text)
         literals: list[str] = []
         try:
             pieces = list(string.Formatter().parse(text))
@@ -168,26 +170,7 @@ class UrlTemplate:
 
     def redacted(self) -> str:
         """The template with its query values masked (they may be API keys)."""
-        return redact(self.text)
+        return mask_url(self.text)
 
     def __repr__(self) -> str:
         return f"UrlTemplate({self.redacted()!r})"
-
-
-def redact(url: str) -> str:
-    """``url`` with credentials and query values other than ``{}`` slots masked."""
-    base, question, rest = url.partition("?")
-    scheme, sep, after = base.partition("://")
-    if sep:
-        netloc, slash, path = after.partition("/")
-        if "@" in netloc:
-            netloc = MASK + "@" + netloc.rpartition("@")[2]
-        base = scheme + sep + netloc + slash + path
-    if not question:
-        return base
-    query, hash_, _ = rest.partition("#")
-    pairs = []
-    for pair in query.split("&"):
-        key, equals, value = pair.partition("=")
-        pairs.append(key + equals + (value if value in ("", "{}") else MASK))
-    return base + "?" + "&".join(pairs) + (hash_ + MASK if hash_ else "")

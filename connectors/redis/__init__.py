@@ -31,6 +31,11 @@ Value formats:
 
 A key that does not exist, or holds a type MGET does not read, is a miss.
 
+Sentinel: ``redis+sentinel://:pw@s1:26379,s2:26379,s3:26379/mymaster/0`` asks the
+sentinels for the master of ``mymaster`` and follows it across failovers: connections
+to a master that went away fail (``SourceUnavailable``, retryable, so the engine's retry
+strategy bridges the failover) and the next ones go to the promoted replica.
+
 Cluster: pass ``cluster=True`` (there is no URL scheme for it); the URL names any node.
 MGETs are split by hash slot and sent as one pipeline per node. Use ``{{...}}`` in the
 key template for a literal hash tag: ``"{{user}}:{}"`` puts every key on one slot.
@@ -45,11 +50,12 @@ from enrich import LookupFailed, Schema
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
-from . import client, codec
+from . import bounds, client, codec
 from .codec import Command
 from .config import (
     DEFAULT_KEY_ENCODING,
     DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
     ConnectionSettings,
@@ -83,10 +89,15 @@ class RedisLookup:
     * ``lookup_each`` hands each pipeline's answers over as soon as its replies arrive
       (a call larger than ``max_batch``, or a cluster's MGETs spread over several
       pipelines), so a slow pipeline holds back no other.
-    * The password appears in no ``repr()``, message or log line.
+    * A value larger than ``max_value_bytes`` fails its own key (``kind="too_large"``).
+    * No password (in the userinfo, in a query parameter, as a keyword, for the master
+      or the sentinels) appears in a ``repr()``, message or log line.
 
     Args:
-        url: ``redis://[user[:password]@]host[:port][/db]``, or ``rediss://`` for TLS.
+        url: ``redis://[user[:password]@]host[:port][/db]``, ``rediss://`` for TLS, or
+            ``redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/master[/db]``
+            naming the sentinels and the master's service name. ``?username=`` and
+            ``?password=`` query parameters are read as redis-py reads them.
         key_template: the Redis key with ``{}`` for the lookup key, or one ``{}`` per part
             of a composite (tuple) key. Key parts may be str, bytes or int.
         value: ``"json"``, ``"string"`` or ``"hash"`` (see the module docstring).
@@ -102,6 +113,11 @@ class RedisLookup:
         key_encoding: codec for str key parts, template text and hash field names.
         tls_ca_certs: a CA bundle file for ``rediss://`` (default: the system store).
         tls_verify: verify the server's certificate and host name under ``rediss://``.
+        max_value_bytes: the largest answer of one key (a string value, or a hash's
+            fields and values together); a larger one fails that key alone with
+            ``kind="too_large"``, naming the limit.
+        sentinel_username: ACL user on the sentinels, for a ``redis+sentinel://`` URL.
+        sentinel_password: password of the sentinels, for a ``redis+sentinel://`` URL.
     """
 
     schema: Schema
@@ -123,6 +139,9 @@ class RedisLookup:
         key_encoding: str = DEFAULT_KEY_ENCODING,
         tls_ca_certs: str | None = None,
         tls_verify: bool = True,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        sentinel_username: str | None = None,
+        sentinel_password: str | None = None,
     ) -> None:
         if not isinstance(cluster, bool):
             raise ValueError(f"cluster must be a bool, got {cluster!r}")
@@ -135,7 +154,14 @@ class RedisLookup:
         template = KeyTemplate.parse(key_template, key_encoding)
         self._settings = LookupSettings(
             connection=ConnectionSettings(
-                endpoint=Endpoint.parse(url, cluster=cluster, username=username, password=password),
+                endpoint=Endpoint.parse(
+                    url,
+                    cluster=cluster,
+                    username=username,
+                    password=password,
+                    sentinel_username=sentinel_username,
+                    sentinel_password=sentinel_password,
+                ),
                 pool_size=positive_int("pool_size", pool_size),
                 timeout=positive_seconds("timeout", timeout),
                 tls_ca_certs=tls_ca_certs,
@@ -145,6 +171,7 @@ class RedisLookup:
             value=fmt,
             hash_fields=hash_fields(fields, fmt, self.schema, key_encoding),
             max_batch=positive_int("max_batch", max_batch),
+            max_value_bytes=positive_int("max_value_bytes", max_value_bytes),
         )
 
     async def lookup_many(self, keys: Sequence[Any]) -> Mapping[Any, Any]:
@@ -235,7 +262,7 @@ class RedisLookup:
                 for key in command.keys:
                     results[key] = client.translate(reply, endpoint, key=key)
             else:
-                results.update(codec.decode(command, reply, self._settings, self.schema))
+                self._decode(command, reply, endpoint, results)
 
     async def _ask_singly(
         self, handle: Any, denied: list[Command], results: dict[Any, Any]
@@ -248,7 +275,7 @@ class RedisLookup:
         self,
         handle: Any,
         commands: list[Command],
-        endpoint: Any,
+        endpoint: Endpoint,
         results: dict[Any, Any],
     ) -> None:
         batches = codec.pack(commands, self._settings.max_batch)
@@ -259,7 +286,18 @@ class RedisLookup:
                     for key in command.keys:
                         results[key] = client.translate(reply, endpoint, key=key)
                 else:
-                    results.update(codec.decode(command, reply, self._settings, self.schema))
+                    self._decode(command, reply, endpoint, results)
+
+    def _decode(
+        self, command: Command, reply: Any, endpoint: Endpoint, results: dict[Any, Any]
+    ) -> None:
+        settings = self._settings
+        command, reply, too_large = bounds.split_oversized(
+            command, reply, settings.value, settings.max_value_bytes, f"redis at {endpoint.address}"
+        )
+        results.update(too_large)
+        if command.keys:
+            results.update(codec.decode(command, reply, settings, self.schema))
 
     async def aclose(self) -> None:
         """Close this process's client for these settings on the running loop.
@@ -283,6 +321,8 @@ class RedisLookup:
         parts += [f"max_batch={s.max_batch}", f"pool_size={c.pool_size}", f"timeout={c.timeout:g}"]
         if c.endpoint.cluster:
             parts.append("cluster=True")
+        if s.max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
+            parts.append(f"max_value_bytes={s.max_value_bytes}")
         return f"RedisLookup({', '.join(parts)})"
 
     def __eq__(self, other: object) -> bool:

@@ -23,13 +23,15 @@ from redis import exceptions as rx
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 
+from connectors.masking import mask_text
 from enrich import LookupFailed, SourceUnavailable
 from enrich.engine.runtime import pop_process_local, process_local
 
 from .codec import Command
-from .config import ConnectionSettings, Endpoint, mask_secrets
+from .config import ConnectionSettings, Endpoint
 from .connection import connection_class
 
 _log = logging.getLogger("connectors.redis")
@@ -52,6 +54,16 @@ class ClientHandle:
     # Bounds pipelines in flight to the pool size: a cluster node raises instead of
     # waiting when its connections run out, and a blocking pool would time out.
     limiter: asyncio.Semaphore
+    # The sentinels' own clients, when the master is found through Sentinel.
+    sentinel: Sentinel | None = None
+
+    async def aclose(self) -> None:
+        """Close the client's connections, and the sentinels' when there are any."""
+        try:
+            await self.client.aclose()
+        finally:
+            if self.sentinel is not None:
+                await self.sentinel.aclose()
 
 
 def _pool_key(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Hashable:
@@ -69,7 +81,7 @@ async def close_client(settings: ConnectionSettings) -> None:
     handle = pop_process_local(_pool_key(settings, asyncio.get_running_loop()))
     if handle is not None:
         _log.debug("closing redis client for %s", settings.endpoint.masked_url())
-        await handle.client.aclose()
+        await handle.aclose()
 
 
 def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> ClientHandle:
@@ -94,6 +106,36 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
             ssl_check_hostname=settings.tls_verify,
         )
     client: AnyClient
+    # One immediate retry on a connection error: a pooled connection may have been
+    # closed by a server restart or a failover. Further retries are the engine's policy.
+    retry = Retry(NoBackoff(), 1, supported_errors=(rx.ConnectionError,))
+    limiter = asyncio.Semaphore(settings.pool_size)
+    if endpoint.is_sentinel:
+        # redis.asyncio.sentinel has no annotations (hence the ignores below).
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(endpoint.sentinels),
+            sentinel_kwargs={
+                "username": endpoint.sentinel_username,
+                "password": endpoint.sentinel_password,
+                "socket_timeout": settings.timeout,
+                "socket_connect_timeout": settings.timeout,
+                # redis-py's default backs off for seconds on an unreachable sentinel;
+                # the other sentinels are asked next, and retrying is the engine's job.
+                "retry": Retry(NoBackoff(), 0),
+            },
+        )
+        # The pool asks the sentinels for the master's address on every new connection,
+        # and drops idle connections when that address changes. It raises rather than
+        # waits when its connections run out: the limiter keeps pipelines within it.
+        client = sentinel.master_for(
+            endpoint.service or "",
+            connection_pool_class=_OneQuestionAtATime,
+            max_connections=settings.pool_size,
+            db=endpoint.db,
+            retry=retry,
+            **common,
+        )
+        return ClientHandle(client=client, loop=loop, limiter=limiter, sentinel=sentinel)
     if endpoint.cluster:
         # The cluster client keeps its own retry policy: it also drives MOVED/ASK handling.
         client = RedisCluster(
@@ -111,13 +153,29 @@ def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Clie
             host=endpoint.host,
             port=endpoint.port,
             db=endpoint.db,
-            # One immediate retry on a connection error: a pooled connection may have
-            # been closed by a server restart. Further retries are the engine's policy.
-            retry=Retry(NoBackoff(), 1, supported_errors=(rx.ConnectionError,)),
+            retry=retry,
             **common,
         )
         client = Redis.from_pool(pool)
-    return ClientHandle(client=client, loop=loop, limiter=asyncio.Semaphore(settings.pool_size))
+    return ClientHandle(client=client, loop=loop, limiter=limiter)
+
+
+class _OneQuestionAtATime(SentinelConnectionPool):
+    """A Sentinel pool that asks the sentinels for the master one question at a time.
+
+    After a failover every pooled connection reconnects at once, and redis-py would ask
+    the sentinels once per connection, concurrently: a burst of sentinel connections
+    for one answer, some of which redis-py loses track of (never closed). One question
+    at a time gives the same answer to all of them.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self._asking = asyncio.Lock()
+
+    async def get_master_address(self) -> Any:
+        async with self._asking:
+            return await super().get_master_address()  # type: ignore[no-untyped-call]
 
 
 async def execute(
@@ -164,7 +222,7 @@ def is_denied(exc: BaseException) -> bool:
 def translate(exc: BaseException, endpoint: Endpoint, key: Any = None) -> LookupFailed:
     """A :class:`LookupFailed` for a driver error; its message names host:port, no secret."""
     where = f"redis at {endpoint.address}"
-    detail = mask_secrets(f"{type(exc).__name__}: {exc}", endpoint.password)
+    detail = mask_text(f"{type(exc).__name__}: {exc}", endpoint.secrets)
     error: LookupFailed
     if isinstance(exc, (rx.AuthenticationError, rx.AuthenticationWrongNumberOfArgsError)):
         user = f" for user {endpoint.username!r}" if endpoint.username else ""

@@ -1,34 +1,41 @@
 """Settings of a Redis lookup: the endpoint parsed from its URL, the key template, limits.
 
 Everything here is a frozen, picklable value, validated on construction; a bad setting
-raises ``ValueError`` naming the field and the value. Passwords are kept out of every
-``repr()`` and message: :func:`mask_secrets` and :meth:`Endpoint.masked_url` are the only
-ways a URL is shown.
+raises ``ValueError`` naming the field and the value. The endpoint (URL parsing, the
+Sentinel form, credentials) is :mod:`connectors.redis.endpoint`; passwords are kept out
+of every ``repr()`` and message by :mod:`connectors.masking`.
 """
 
 from __future__ import annotations
 
 import codecs
 import math
-import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
 
 from enrich import Schema
 
-DEFAULT_PORT = 6379
+from .endpoint import DEFAULT_PORT, Endpoint
+
+__all__ = (
+    "DEFAULT_PORT",
+    "ConnectionSettings",
+    "Endpoint",
+    "KeyTemplate",
+    "LookupSettings",
+    "ValueFormat",
+)
+
 DEFAULT_MAX_BATCH = 500
 DEFAULT_POOL_SIZE = 50
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_KEY_ENCODING = "utf-8"
 
-_TLS_SCHEMES = {"redis": False, "rediss": True}
-# "user:password@" inside a URL-like text; the password part is replaced by ***.
-_URL_PASSWORD = re.compile(r"(//[^/@\s:]*:)[^/\s]*@")
+# One answer (a string value, or a hash's fields together) larger than this fails its key.
+DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
 
 
 class ValueFormat(Enum):
@@ -37,94 +44,6 @@ class ValueFormat(Enum):
     JSON = "json"  # a string holding a JSON object (one row) or an array of objects
     STRING = "string"  # a string that is the single schema field
     HASH = "hash"  # a hash whose fields are schema fields
-
-
-def mask_secrets(text: str, *secrets: str | None) -> str:
-    """``text`` with URL passwords and each non-empty secret replaced by ``***``."""
-    masked = _URL_PASSWORD.sub(r"\1***@", text)
-    for secret in secrets:
-        if secret:
-            masked = masked.replace(secret, "***")
-    return masked
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where the store is and how to authenticate; the password never shows in repr."""
-
-    host: str
-    port: int
-    db: int
-    tls: bool
-    cluster: bool
-    username: str | None
-    password: str | None = field(repr=False)
-
-    @property
-    def address(self) -> str:
-        """``host:port`` (IPv6 hosts in brackets), for messages."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-    def masked_url(self) -> str:
-        """The URL with the password, if any, shown as ``***``."""
-        scheme = "rediss" if self.tls else "redis"
-        user = quote(self.username, safe="") if self.username else ""
-        userinfo = f"{user}:***@" if self.password else (f"{user}@" if user else "")
-        return f"{scheme}://{userinfo}{self.address}/{self.db}"
-
-    @classmethod
-    def parse(
-        cls, url: str, *, cluster: bool, username: str | None, password: str | None
-    ) -> Endpoint:
-        """Read ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
-
-        Credentials may come from the URL or from the keywords, not both.
-
-        Raises:
-            ValueError: the URL or a credential is not usable; the message masks passwords.
-        """
-        if not isinstance(url, str):
-            raise ValueError(f"url must be a string, got {type(url).__name__}")
-        shown = mask_secrets(url, password)
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as exc:
-            raise ValueError(f"url is not a valid URL: {shown!r} ({exc})") from None
-        if parts.scheme not in _TLS_SCHEMES:
-            raise ValueError(f"url must start with redis:// or rediss://, got {shown!r}")
-        if not parts.hostname:
-            raise ValueError(f"url must name a host, got {shown!r}")
-        if parts.query or parts.fragment:
-            raise ValueError(
-                f"url must not carry query parameters or a fragment (use the keyword "
-                f"settings instead), got {shown!r}"
-            )
-        db_text = parts.path.strip("/") or "0"
-        if not db_text.isdigit():
-            raise ValueError(f"url path must be a database number, got {shown!r}")
-        db = int(db_text)
-        if cluster and db != 0:
-            raise ValueError(f"url must use database 0 with cluster=True, got {shown!r}")
-        url_user = unquote(parts.username) if parts.username else None
-        url_password = unquote(parts.password) if parts.password is not None else None
-        if username is not None and url_user is not None:
-            raise ValueError(f"username is given both in url and as username=: {shown!r}")
-        if password is not None and url_password:
-            raise ValueError(f"password is given both in url and as password=: {shown!r}")
-        for name, value in (("username", username), ("password", password)):
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{name} must be a string, got {type(value).__name__}")
-        return cls(
-            host=parts.hostname,
-            port=port if port is not None else DEFAULT_PORT,
-            db=db,
-            tls=_TLS_SCHEMES[parts.scheme],
-            cluster=cluster,
-            username=username if username is not None else url_user,
-            password=password if password is not None else (url_password or None),
-        )
 
 
 @dataclass(frozen=True)
@@ -259,6 +178,8 @@ class LookupSettings:
     # (schema field, hash field) pairs read with HMGET; None means HGETALL.
     hash_fields: tuple[tuple[str, bytes], ...] | None
     max_batch: int
+    # The largest answer of one key, in bytes (a string value, or a hash's values summed).
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
 
 def positive_int(name: str, value: Any) -> int:

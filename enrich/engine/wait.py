@@ -28,24 +28,10 @@ from .model import OperatorStatistics, OutputMode
 from .operator import Operator, Weigh
 from .retry import RetryStrategy
 from .runtime import get_loop, in_loop_thread
+from .settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings
 
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_CAPACITY = 100
 # Records handed to the loop in one go; bounds the latency of the first outputs.
 MAX_CHUNK = 1024
-
-
-def _check_settings(timeout: float | None, capacity: int, retry: RetryStrategy | None) -> None:
-    if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise ValueError(f"capacity must be an int, got {capacity!r}")
-    if capacity < 1:
-        raise ValueError(f"capacity must be >= 1, got {capacity}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-    ):
-        raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
-    if retry is not None and not isinstance(retry, RetryStrategy):
-        raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
 
 
 _NOTHING: Any = object()
@@ -106,24 +92,20 @@ class AsyncWaitIterator(Iterator[Any]):
         inputs: Iterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._run = _Run()
         self._outputs = _run_sync(
             self._run,
             inputs,
             as_async_function(func),
-            mode,
-            timeout,
-            _Credit(capacity, weigh),
-            retry,
+            settings.mode,
+            settings.timeout,
+            _Credit(settings.capacity, weigh),
+            settings.retry,
             clock,
         )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
@@ -276,10 +258,9 @@ def ordered_wait(
     return AsyncWaitIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -298,10 +279,9 @@ def unordered_wait(
     return AsyncWaitIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -315,19 +295,15 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         inputs: Iterable[Any] | AsyncIterable[Any],
         func: Any,
         *,
-        mode: OutputMode,
-        timeout: float | None,
-        capacity: int,
-        retry: RetryStrategy | None,
+        settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
     ) -> None:
-        _check_settings(timeout, capacity, retry)
         self.function: Any = None  # set by wrappers that expose their function
         self._inputs = inputs
         self._func = as_async_function(func)
-        self._settings = (mode, timeout, retry, clock)
-        self._credit = _Credit(capacity, weigh)
+        self._settings = (settings.mode, settings.timeout, settings.retry, clock)
+        self._credit = _Credit(settings.capacity, weigh)
         self._operator: Operator | None = None
         self._outputs = self._run()
         self._pending: collections.deque[Any] = collections.deque()
@@ -444,10 +420,9 @@ def ordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.ORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )
 
@@ -465,9 +440,8 @@ def unordered_wait_async(
     return AsyncWaitAsyncIterator(
         inputs,
         func,
-        mode=OutputMode.UNORDERED,
-        timeout=timeout,
-        capacity=capacity,
-        retry=retry,
+        settings=WaitSettings(
+            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
+        ),
         clock=clock,
     )

@@ -11,44 +11,15 @@ from .._errors import DecodeError
 from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import (
-    DEFAULT_CAPACITY,
-    DEFAULT_TIMEOUT,
-    AsyncWaitAsyncIterator,
-    AsyncWaitIterator,
-    _aiter,
-)
+from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..engine.wait import AsyncWaitAsyncIterator, AsyncWaitIterator, _aiter
 from .cache import LookupCache
-from .join import DEFAULT_MAX_BATCH, LookupJoin, chunk_rows
+from .join import LookupJoin
+from .keys import admit_keys
+from .settings import DEFAULT_MAX_BATCH, JoinSettings
 from .source import LookupSource
 
 Chunk = tuple[Any, Sequence[Any]]
-
-
-def _settings(
-    source: LookupSource,
-    how: str,
-    on_error: str,
-    cache: LookupCache | None,
-    retry: RetryStrategy | None,
-    timeout: float | None,
-    capacity: int,
-    max_batch: int,
-    clock: Clock | None,
-) -> tuple[LookupJoin, int, int]:
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
-    join = LookupJoin(
-        source,
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        retry=retry,
-        timeout=timeout,
-        max_batch=max_batch,
-        clock=clock,
-    )
-    return join, chunk_rows(capacity), capacity
 
 
 def _chunk_weight(chunk: Chunk) -> int:
@@ -89,17 +60,41 @@ def lookup_chunks(
     without waiting for its chunk-mates, so a chunk may come out in several
     ``JoinedChunk`` s with the same tag, each holding some of its rows in row order.
     The join's metrics: ``iterator.function.statistics()``.
+
+    A key is None (joins nothing), a ``str``, ``int`` (not ``bool``) or ``bytes``, or a
+    tuple of them; any other key fails its own row under ``on_error``, with a
+    ``DecodeError`` naming the row (its index in the chunk) and the value.
+
+    Raises:
+        ValueError: a setting is invalid (the message names it and its value).
     """
-    join, rows, slots = _settings(
-        source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
-    )
-    it = AsyncWaitIterator(
-        _checked(chunks, rows),
-        join,
-        mode=OutputMode.of(mode),
+    settings = JoinSettings(
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        mode=mode,
+        capacity=capacity,
         timeout=timeout,
-        capacity=slots,
-        retry=None,
+        retry=retry,
+        max_batch=max_batch,
+    )
+    return join_chunks(chunks, source, settings, clock=clock)
+
+
+def join_chunks(
+    chunks: Iterable[Chunk],
+    source: LookupSource,
+    settings: JoinSettings,
+    *,
+    clock: Clock | None = None,
+) -> AsyncWaitIterator:
+    """:func:`lookup_chunks` with its settings already built (what the entry points and
+    Spark's workers call)."""
+    join = LookupJoin.from_settings(source, settings, clock=clock)
+    it = AsyncWaitIterator(
+        _checked(chunks, settings.chunk_rows),
+        join,
+        settings=settings.operator(),
         clock=clock,
         weigh=_chunk_weight,
     )
@@ -129,16 +124,21 @@ def lookup_chunks_async(
     clock: Clock | None = None,
 ) -> AsyncWaitAsyncIterator:
     """The async twin of :func:`lookup_chunks`, for asyncio programs."""
-    join, rows, slots = _settings(
-        source, how, on_error, cache, retry, timeout, capacity, max_batch, clock
-    )
-    it = AsyncWaitAsyncIterator(
-        _checked_async(chunks, rows),
-        join,
-        mode=OutputMode.of(mode),
+    settings = JoinSettings(
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        mode=mode,
+        capacity=capacity,
         timeout=timeout,
-        capacity=slots,
-        retry=None,
+        retry=retry,
+        max_batch=max_batch,
+    )
+    join = LookupJoin.from_settings(source, settings, clock=clock)
+    it = AsyncWaitAsyncIterator(
+        _checked_async(chunks, settings.chunk_rows),
+        join,
+        settings=settings.operator(),
         clock=clock,
         weigh=_chunk_weight,
     )
@@ -169,12 +169,33 @@ def lookup_rows(
     None where nothing was found), plus ``error_column`` with the reason when
     ``on_error="error_column"``. A row missing an ``on`` field raises ``DecodeError``
     naming it; dimension names colliding with the row's raise ``ValueError``.
+
+    A key field holds a ``str``, an ``int`` (not a ``bool``) or ``bytes``; a row whose key
+    field holds anything else (``1.0``, ``True``, a date) fails on its own, under
+    ``on_error``, with a ``DecodeError`` naming the row, the field and the value
+    (see :mod:`enrich.lookup.keys`). A null key field makes the row join nothing.
+
+    Raises:
+        ValueError: a setting is invalid (the message names it and its value).
     """
-    fields = (on,) if isinstance(on, str) else tuple(on)
-    if not fields:
-        raise ValueError("on must name at least one field")
+    settings = JoinSettings(
+        on=on,
+        how=how,
+        on_error=on_error,
+        cache=cache,
+        mode=mode,
+        capacity=capacity,
+        timeout=timeout,
+        retry=retry,
+        max_batch=max_batch,
+        prefix=prefix,
+        error_column=error_column,
+    )
+    if not settings.on:
+        raise ValueError(f"on must be a column name or a list of them, got {on!r}")
+    fields = settings.on
     columns = [prefix + name for name in source.schema.names]
-    size = chunk_rows(capacity)
+    size = settings.chunk_rows
 
     def key(number: int, row: dict[str, Any]) -> Any:
         try:
@@ -198,22 +219,11 @@ def lookup_rows(
         number = 0
         while batch := list(islice(source_rows, size)):
             keys = [key(number + i, row) for i, row in enumerate(batch)]
+            # Checked here too, so that an error names the row by its number in the run.
+            yield batch, admit_keys(keys, fields, first_row=number)
             number += len(batch)
-            yield batch, keys
 
-    joined = lookup_chunks(
-        chunked(),
-        source,
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-        clock=clock,
-    )
+    joined = join_chunks(chunked(), source, settings, clock=clock)
     return _dict_rows(joined, columns, error_column)
 
 

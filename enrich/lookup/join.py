@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
-from .._errors import DecodeError, LookupFailed, LookupTimeout
+from .._errors import LookupFailed, LookupTimeout
 from ..engine.clock import Clock, LoopClock, Timer
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.retry import RetryStrategy
@@ -40,14 +40,12 @@ from .joined import (
     rows_by_key,
     take_answered,
 )
+from .keys import BadKey, admit_keys
 from .metrics import JoinMetrics
+from .settings import DEFAULT_MAX_BATCH, JoinSettings
 from .source import LookupSource, hands_over_each
 
 log = logging.getLogger("enrich.lookup")
-
-HOWS = ("left", "inner")
-ON_ERROR = ("fail", "null", "drop", "error_column")
-DEFAULT_MAX_BATCH = 500
 
 
 class _Chunk:
@@ -85,17 +83,13 @@ class _Chunk:
         self.unreleased: dict[Any, list[int]] | None = None  # after a first release
 
 
-class _BadKey:
-    """Stands in for a row's unhashable key, so that the row fails alone."""
-
-    __slots__ = ()
-
-
 class LookupJoin(AsyncFunction):
     """Joins chunks of keys with the rows a :class:`~enrich.LookupSource` holds for them.
 
     Each record the operator gives it is a chunk ``(tag, keys)``: ``keys[i]`` is the key
     of row ``i`` (a scalar, a tuple for a composite key, or None, which joins nothing).
+    A key part is a ``str``, an ``int`` (not a ``bool``) or ``bytes``; a row whose key is
+    anything else fails alone, under ``on_error`` (see :mod:`enrich.lookup.keys`).
     It completes each chunk with one :class:`JoinedChunk`. Use :func:`lookup_rows` or
     ``enrich.spark.lookup_join`` rather than driving it by hand.
 
@@ -116,6 +110,10 @@ class LookupJoin(AsyncFunction):
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
 
+    The settings are checked once, into a :class:`~enrich.lookup.settings.JoinSettings`
+    (a bad one raises ``ValueError`` naming it and its value); entry points that built
+    one already use :meth:`from_settings`.
+
     No row is lost: each yields its outputs, is dropped by an inner join's miss or the
     "drop" policy, or fails the run ("fail"); the metrics count every one.
     """
@@ -132,24 +130,35 @@ class LookupJoin(AsyncFunction):
         max_batch: int = DEFAULT_MAX_BATCH,
         clock: Clock | None = None,
     ) -> None:
-        if how not in HOWS:
-            raise ValueError(f"how must be one of {HOWS}, got {how!r}")
-        if on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
-        if cache is not None and not isinstance(cache, LookupCache):
-            raise ValueError(f"cache must be a LookupCache or None, got {cache!r}")
-        if retry is not None and not isinstance(retry, RetryStrategy):
-            raise ValueError(f"retry must be a RetryStrategy or None, got {retry!r}")
+        settings = JoinSettings(
+            how=how,
+            on_error=on_error,
+            cache=cache,
+            retry=retry,
+            timeout=timeout,
+            max_batch=max_batch,
+        )
+        self._setup(source, settings, clock)
+
+    @classmethod
+    def from_settings(
+        cls, source: LookupSource, settings: JoinSettings, *, clock: Clock | None = None
+    ) -> LookupJoin:
+        """A join with settings already built (and validated) by an entry point."""
+        join = cls.__new__(cls)
+        join._setup(source, settings, clock)
+        return join
+
+    def _setup(self, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> None:
+        self.settings = settings
         self.source = source
-        self.how = how
-        self.on_error = on_error
-        self.cache = cache
-        self.retry = retry
-        self.max_batch = max_batch
+        self.how = settings.how
+        self.on_error = settings.on_error
+        self.cache = settings.cache
+        self.retry = settings.retry
+        self.max_batch = settings.max_batch
         self.metrics = JoinMetrics()
-        self._timeout = timeout
+        self._timeout = settings.timeout
         self._clock = clock
         self._store: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -215,11 +224,10 @@ class LookupJoin(AsyncFunction):
             self._chunks[chunk.ident] = chunk
             answers = chunk.answers
             metrics.rows_in += len(keys)
-            try:
-                distinct = dict.fromkeys(keys)
-            except TypeError:  # an unhashable key: its row fails alone
-                chunk.keys = keys = self._replace_bad_keys(chunk, keys)
-                distinct = dict.fromkeys(keys)
+            admitted = admit_keys(keys, self.settings.on)
+            if admitted is not keys:  # a key breaks the key rule: its row fails alone
+                chunk.keys = keys = self._stand_in_bad_keys(chunk, admitted)
+            distinct = dict.fromkeys(keys)
             shared = len(keys) - len(distinct)  # rows repeating a key of this chunk
             if None in distinct:
                 del distinct[None]
@@ -276,21 +284,13 @@ class LookupJoin(AsyncFunction):
                 self._release(chunk)  # cached rows and null keys leave at once
         self._schedule_flush()
 
-    def _replace_bad_keys(self, chunk: _Chunk, keys: Sequence[Any]) -> list[Any]:
-        out = []
-        for i, key in enumerate(keys):
-            try:
-                hash(key)
-            except TypeError as exc:
-                stand_in = _BadKey()
-                error = DecodeError(
-                    f"row {i}: lookup key {key!r} is not hashable ({exc})", value=key
-                )
-                chunk.answers[stand_in] = Failed(error)
+    def _stand_in_bad_keys(self, chunk: _Chunk, keys: list[Any]) -> list[Any]:
+        """Fail the rows whose key broke the rule (each :class:`BadKey` is its own key)."""
+        for key in keys:
+            if type(key) is BadKey:
+                chunk.answers[key] = Failed(key.error)
                 chunk.simple = False
-                key = stand_in
-            out.append(key)
-        return out
+        return keys
 
     def _schedule_flush(self) -> None:
         if len(self._pending) >= self.max_batch:
@@ -666,10 +666,3 @@ def _scope(source: LookupSource) -> Any:
         return (type(source).__qualname__, source)
     except TypeError:
         return (type(source).__qualname__, repr(source))
-
-
-def chunk_rows(capacity: int) -> int:
-    """Rows per chunk for a join with ``capacity`` rows in flight: about four chunks are
-    in flight at once, so that their requests overlap. (How many keys go in one request
-    is ``max_batch``'s business: a chunk's keys may take several.)"""
-    return max(1, capacity // 4)

@@ -32,6 +32,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 try:
     from pyspark.sql import DataFrame, SparkSession, types as T
@@ -43,14 +44,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from ..lookup import types
 from ..lookup.cache import LookupCache
 from ..lookup.ddl import parse_type
-from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
 from ..lookup.metrics import JoinMetrics
+from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from .arrow import JoinPlan, enrich_batches
+from .keys import check_key_columns
 from .metrics import (
     EnrichMetricsListener,
     batch_statistics,
@@ -135,20 +137,24 @@ def lookup_join(
         df: the input; every column is kept.
         source: the dimension store (e.g. ``RedisLookup``, ``HttpLookup``); it is pickled
             to the executors.
-        on: the key column, or several for a composite key (a tuple key). A row whose
-            key (or any part of it) is null finds nothing.
+        on: the key column, or several for a composite key (a tuple key). A key column
+            is a string, an integral type (tinyint to bigint) or binary; any other type
+            (double, decimal, boolean, timestamp, date, array, ...) is refused here,
+            before any job runs. A row whose key (or any part of it) is null finds
+            nothing.
         how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
             them.
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
-        capacity: rows in flight per task at most (backpressure beyond that).
+        capacity: rows in flight per task at most (backpressure beyond that); the
+            rows go to the engine in chunks of ``enrich.chunk_rows(capacity)``.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache`, or None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
-        max_batch: keys per ``lookup_many`` call at most.
+        max_batch: keys in one request (one ``lookup_many`` call) at most.
         prefix: put before each dimension column's name.
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see
@@ -161,8 +167,9 @@ def lookup_join(
 
     Raises:
         ValueError: an ``on`` column is missing (the message lists the available
-            columns), output names collide (named in the message; use ``prefix``), or a
-            setting is invalid.
+            columns) or of a type no key may have (the message names the column, its
+            type and the cast that fixes it), output names collide (named in the
+            message; use ``prefix``), or a setting is invalid (named with its value).
 
     Metrics: each task adds its join's :class:`~enrich.JoinMetrics` to an accumulator
     when it ends; read them with :func:`statistics` or log them per micro-batch with
@@ -173,23 +180,23 @@ def lookup_join(
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    _check_settings(timeout, capacity, retry)
-    # Validates how, on_error, cache and max_batch exactly as the workers will; opens nothing.
-    LookupJoin(
-        source,
+    settings = JoinSettings(
+        on=on,
         how=how,
         on_error=on_error,
-        cache=cache,
-        retry=retry,
+        mode=mode,
+        capacity=capacity,
         timeout=timeout,
+        retry=retry,
+        cache=cache,
         max_batch=max_batch,
+        prefix=prefix,
+        error_column=error_column,
     )
-    wait_mode = OutputMode.of(mode)
-    if not isinstance(prefix, str):
-        raise ValueError(f"prefix must be a string, got {prefix!r}")
-    positions = _key_positions(df.columns, on)
+    positions = _key_positions(df.columns, settings.on, on)
+    check_key_columns(df.schema, positions)
     columns = tuple(prefix + f for f in source.schema.names)
-    added = [*columns, error_column] if on_error == "error_column" else list(columns)
+    added = [*columns, error_column] if settings.with_error else list(columns)
     _check_collisions(df.columns, added)
     name = _join_name(name)
     plan = JoinPlan(
@@ -197,22 +204,14 @@ def lookup_join(
         source=source,
         on=positions,
         columns=columns,
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        mode=wait_mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-        error_column=error_column,
+        settings=settings,
         accumulator=register(df.sparkSession, name),
     )
     fields = [
         StructField(column, spark_type(f.type), nullable=True)
         for column, f in zip(columns, source.schema.fields, strict=True)
     ]
-    if on_error == "error_column":
+    if settings.with_error:
         fields.append(StructField(error_column, StringType(), nullable=True))
     schema = StructType([*df.schema.fields, *fields])
     return df.mapInArrow(partial(enrich_batches, plan), schema)
@@ -226,11 +225,10 @@ def _join_name(name: str | None) -> str:
     return name
 
 
-def _key_positions(columns: Sequence[str], on: str | Sequence[str]) -> tuple[int, ...]:
+def _key_positions(columns: Sequence[str], wanted: Sequence[str], on: Any) -> tuple[int, ...]:
     """Where the key columns are; a missing one is an error listing what exists."""
-    wanted = [on] if isinstance(on, str) else list(on)
-    if not wanted or not all(isinstance(c, str) for c in wanted):
-        raise ValueError(f"on must be a column name or a list of names, got {on!r}")
+    if not wanted:
+        raise ValueError(f"on must be a column name or a list of them, got {on!r}")
     positions: list[int] = []
     missing: list[str] = []
     for column in wanted:

@@ -3,7 +3,7 @@
 Runs in Spark's Python workers and imports no pyspark (only pyarrow), so it can be
 tested like the rest of the engine. One partition (or one task's share of an SQL
 function's input) is one run of :func:`enrich.lookup_chunks`: each input batch is cut
-into chunks of ``chunk_rows(capacity)`` rows, fed to the operator lazily (at
+into chunks of ``plan.chunk_rows`` rows, fed to the operator lazily (at
 most ``capacity`` rows in flight), and each joined chunk becomes an output batch as soon
 as it comes back (pipelined). A chunk's tag is its slice of the input batch, so an input
 batch is released once its last chunk is out.
@@ -12,34 +12,29 @@ batch is released once its last chunk is out.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from ..engine.model import OutputMode
-from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, AsyncWaitIterator
+from ..engine.wait import AsyncWaitIterator
 from ..lookup.arrow_types import arrow_schema
-from ..lookup.cache import LookupCache
-from ..lookup.iterators import lookup_chunks
-from ..lookup.join import DEFAULT_MAX_BATCH, HOWS, ON_ERROR, chunk_rows
+from ..lookup.iterators import join_chunks
 from ..lookup.joined import JoinedChunk
+from ..lookup.settings import JoinSettings
 from ..lookup.source import LookupSource
 
 
 @dataclass(frozen=True)
 class JoinPlan:
-    """Everything a worker needs to run one lookup; picklable, validated on the driver.
+    """Everything a worker needs to run one lookup; picklable, built on the driver.
 
     Attributes:
         name: the join's name (its metrics are registered under it).
         source: the dimension store.
         on: the key columns' positions in the input batches (several: a composite key).
         columns: the names of the dimension columns added (prefix included).
-        how / on_error / cache / mode / capacity / timeout / retry / max_batch: the
-            engine's settings.
-        error_column: the name of the reason column (``on_error="error_column"`` only).
+        settings: the join's settings, validated once on the driver and used as they are.
         accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
             with ``add({(name, query_id, batch_id): JoinMetrics})``), or None.
     """
@@ -48,26 +43,21 @@ class JoinPlan:
     source: LookupSource
     on: tuple[int, ...]
     columns: tuple[str, ...]
-    how: str = "left"
-    on_error: str = "fail"
-    cache: LookupCache | None = None
-    mode: OutputMode = OutputMode.ORDERED
-    capacity: int = DEFAULT_CAPACITY
-    timeout: float | None = DEFAULT_TIMEOUT
-    retry: RetryStrategy | None = None
-    max_batch: int = DEFAULT_MAX_BATCH
-    error_column: str = "enrich_error"
+    settings: JoinSettings = field(default_factory=JoinSettings)
     accumulator: Any = None
-
-    def __post_init__(self) -> None:
-        if self.how not in HOWS:
-            raise ValueError(f"how must be one of {HOWS}, got {self.how!r}")
-        if self.on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
 
     @property
     def with_error(self) -> bool:
-        return self.on_error == "error_column"
+        return self.settings.with_error
+
+    @property
+    def error_column(self) -> str:
+        return self.settings.error_column
+
+    @property
+    def chunk_rows(self) -> int:
+        """Rows per chunk (derived from the settings' capacity)."""
+        return self.settings.chunk_rows
 
     def arrow_fields(self) -> list[pa.Field]:
         """The Arrow fields the lookup adds: the dimension columns, then the reason."""
@@ -78,18 +68,7 @@ class JoinPlan:
 
     def run(self, chunks: Iterable[tuple[Any, Sequence[Any]]]) -> AsyncWaitIterator:
         """The engine over ``chunks`` of ``(tag, keys)``: one JoinedChunk per chunk."""
-        return lookup_chunks(
-            chunks,
-            self.source,
-            how=self.how,
-            on_error=self.on_error,
-            cache=self.cache,
-            mode=self.mode,
-            capacity=self.capacity,
-            timeout=self.timeout,
-            retry=self.retry,
-            max_batch=self.max_batch,
-        )
+        return join_chunks(chunks, self.source, self.settings)
 
     def report(self, run: AsyncWaitIterator) -> None:
         """Add the run's metrics to the accumulator (once per task), under
@@ -152,7 +131,7 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     An output batch is yielded per joined chunk, as soon as it completes (in input order
     under ORDERED). An empty partition yields nothing and never touches the source.
     """
-    size = chunk_rows(plan.capacity)
+    size = plan.chunk_rows
 
     def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
         for batch in batches:
@@ -190,9 +169,9 @@ def lookup_structs(
 ) -> Iterator[pa.Array]:
     """The SQL function: per input batch of key arrays, one struct per row, NULL when the
     key found nothing (or its lookup failed, under ``on_error="null"``). A key with
-    several rows gives its first. Needs ``plan.how == "left"`` and ORDERED (the struct
+    several rows gives its first. Needs ``plan.settings.how == "left"`` and ORDERED (the struct
     array lines up with its input rows)."""
-    size = chunk_rows(plan.capacity)
+    size = plan.chunk_rows
     struct_type = pa.struct(plan.arrow_fields())
 
     def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:

@@ -53,12 +53,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, _check_settings
+from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from ..lookup.cache import LookupCache
-from ..lookup.join import DEFAULT_MAX_BATCH, LookupJoin
+from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from . import spark_type
 from .arrow import JoinPlan, lookup_structs_for
+from .keys import checked_key_arrays
 from .metrics import register
 
 __all__ = ("register_lookup", "lookup_struct_type")
@@ -112,7 +113,13 @@ def register_lookup(
         finds nothing.
 
     Raises:
-        ValueError: a setting is invalid.
+        ValueError: a setting is invalid (the message names it and its value).
+
+    An argument is a string, an integral type (tinyint to bigint) or binary, as for
+    :func:`enrich.spark.lookup_join`. Spark gives a Python function no say when a query
+    is analysed, so an argument of another type (double, boolean, timestamp, ...) fails
+    the query on the function's first batch, before any lookup, with an error naming the
+    argument, its type and the cast that fixes it.
     """
     if not isinstance(source, LookupSource):
         raise ValueError(
@@ -122,9 +129,16 @@ def register_lookup(
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
     if on_error not in _SQL_ON_ERROR:
         raise ValueError(f"on_error must be one of {_SQL_ON_ERROR} for SQL, got {on_error!r}")
-    _check_settings(timeout, capacity, retry)
-    LookupJoin(
-        source, on_error=on_error, cache=cache, retry=retry, timeout=timeout, max_batch=max_batch
+    settings = JoinSettings(
+        how="left",
+        on_error=on_error,
+        mode=OutputMode.ORDERED,
+        capacity=capacity,
+        timeout=timeout,
+        retry=retry,
+        cache=cache,
+        max_batch=max_batch,
+        error_column=error_column,
     )
     return_type = lookup_struct_type(source, on_error=on_error, error_column=error_column)
     plan = JoinPlan(
@@ -132,18 +146,15 @@ def register_lookup(
         source=source,
         on=(),
         columns=source.schema.names,
-        how="left",
-        on_error=on_error,
-        cache=cache,
-        mode=OutputMode.ORDERED,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-        error_column=error_column,
+        settings=settings,
         accumulator=register(spark, name),
     )
-    function = lookup_structs_for(plan)
+
+    structs = lookup_structs_for(plan)
+
+    def function(inputs: Iterator[Any]) -> Iterator[pa.Array]:
+        return structs(checked_key_arrays(name, inputs))
+
     # Spark picks the UDF's kind from the type hints: an iterator of key arrays (a
     # tuple of them for several arguments) to an iterator of struct arrays.
     function.__annotations__ = {

@@ -129,7 +129,9 @@ def test_unhashable_keys_are_errors_naming_the_row() -> None:
     data = [{"user_id": 1}, {"user_id": [1, 2]}]
     out = list(lookup_rows(data, source, on="user_id", on_error="error_column"))
     assert out[0]["name"] == "ann"
-    assert out[1]["enrich_error"].startswith("decode: row 1: lookup key [1, 2] is not hashable")
+    assert out[1]["enrich_error"].startswith(
+        "decode: row 1: key field 'user_id' is a list ([1, 2]); keys must be str, int or bytes"
+    )
 
 
 async def joined(clock: FakeClock, *chunks: Any, **kwargs: Any) -> list[Any]:

@@ -44,3 +44,11 @@ def test_the_fixed_names_of_the_operator_api() -> None:
         assert name in enrich.__all__
     assert issubclass(enrich.LookupTimeout, TimeoutError)
     assert issubclass(enrich.LookupTimeout, enrich.EnrichError)
+
+
+def test_settings_are_keyword_arguments_not_an_exported_object() -> None:
+    # Every entry point takes the settings as keyword arguments and builds the one
+    # settings object itself; users never need the class, only the chunk size it derives.
+    assert "JoinSettings" not in enrich.__all__
+    assert "chunk_rows" in enrich.__all__
+    assert enrich.chunk_rows(100) == enrich.lookup.settings.JoinSettings(capacity=100).chunk_rows

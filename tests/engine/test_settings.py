@@ -14,8 +14,9 @@ from enrich.testing import FakeFunction
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"capacity": 0}, "capacity must be >= 1, got 0"),
-        ({"capacity": 2.5}, "capacity must be an int, got 2.5"),
+        ({"capacity": 0}, "capacity must be an int >= 1, got 0"),
+        ({"capacity": 2.5}, "capacity must be an int >= 1, got 2.5"),
+        ({"capacity": True}, "capacity must be an int >= 1, got True"),
         ({"timeout": 0}, "timeout must be a number > 0 or None, got 0"),
         ({"timeout": -1.0}, "timeout must be a number > 0 or None, got -1.0"),
         ({"retry": 3}, "retry must be a RetryStrategy or None, got 3"),

@@ -8,10 +8,21 @@ from typing import Any
 import pytest_asyncio
 
 from connectors.http import HttpLookup
-from tests.support.http_fixtures import http_server, http_server_session
+from tests.support.http_fixtures import (
+    elsewhere,
+    http_server,
+    http_server_session,
+    other_http_server,
+)
 from tests.support.http_server import HttpTestServer
 
-__all__ = ("http_server", "http_server_session", "make_source")
+__all__ = (
+    "elsewhere",
+    "http_server",
+    "http_server_session",
+    "make_source",
+    "other_http_server",
+)
 
 MakeSource = Callable[..., HttpLookup]
 

@@ -6,7 +6,8 @@ import pytest
 
 from connectors.http.body import parse_path, pick, to_rows
 from connectors.http.errors import parse_retry_after
-from connectors.http.url import KeyShapeError, UrlTemplate, redact
+from connectors.http.url import KeyShapeError, UrlTemplate
+from connectors.masking import mask_url
 from enrich import DecodeError, Schema
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 GMT
@@ -53,12 +54,17 @@ def test_expand_rejects_keys_that_do_not_fit(key: object) -> None:
         ("http://svc/u/{}?api_key=abc&id={}", "http://svc/u/{}?api_key=***&id={}"),
         ("http://u:p@svc/u/{}", "http://***@svc/u/{}"),
         ("http://svc/u/{}?flag&empty=", "http://svc/u/{}?flag&empty="),
-        ("http://svc/u/{}#frag", "http://svc/u/{}#frag"),
+        ("http://svc/u/{}#frag", "http://svc/u/{}#***"),
+        ("http://tok3n@svc/u", "http://***@svc/u"),
+        (
+            "https://svc/u?X-Amz-Signature=abc&sig=d&access_token=e",
+            "https://svc/u?X-Amz-Signature=***&sig=***&access_token=***",
+        ),
         ("http://svc/u?x=1#frag", "http://svc/u?x=***#***"),
     ],
 )
-def test_redact(url: str, shown: str) -> None:
-    assert redact(url) == shown
+def test_mask_url(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
 
 
 def test_pick_and_rows() -> None:

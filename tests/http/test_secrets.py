@@ -95,3 +95,19 @@ async def test_connection_and_batch_errors_do_not_show_secrets(
     assert "token=***" in shown
     for secret in SECRETS:
         assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://ada:pa55word@svc/users/{}",
+        "http://svc/users/{}?sig=s3cret-query#frag",
+        "ftp://svc/users/{}?token=s3cret-query",
+    ],
+)
+def test_validation_errors_do_not_show_url_secrets(url: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        HttpLookup(url, schema="name string")
+    assert "***" in str(caught.value)
+    for secret in SECRETS:
+        assert secret not in str(caught.value)

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import JoinMetrics, OutputMode
+from enrich.lookup.settings import JoinSettings
 from enrich.spark.arrow import JoinPlan, enrich_batches, lookup_structs
 from enrich.testing import FakeSource
 
@@ -22,10 +23,17 @@ class ListAccumulator:
         self.added.append(value)
 
 
-def plan(source: FakeSource, **settings: Any) -> JoinPlan:
-    settings.setdefault("on", (0,))
-    settings.setdefault("columns", tuple(source.schema.names))
-    return JoinPlan(name="t", source=source, **settings)
+def plan(
+    source: FakeSource, on: tuple[int, ...] = (0,), accumulator: Any = None, **settings: Any
+) -> JoinPlan:
+    return JoinPlan(
+        name="t",
+        source=source,
+        on=on,
+        columns=tuple(source.schema.names),
+        settings=JoinSettings(**settings),
+        accumulator=accumulator,
+    )
 
 
 def batch(keys: list[Any], **more: list[Any]) -> pa.RecordBatch:

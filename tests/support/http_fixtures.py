@@ -29,3 +29,22 @@ def http_server(http_server_session: HttpTestServer) -> Iterator[HttpTestServer]
     http_server_session.reset()
     yield http_server_session
     http_server_session.reset()
+
+
+@pytest.fixture(scope="session")
+def other_http_server() -> Iterator[HttpTestServer]:
+    """A second server on another port (another origin), reset before each use."""
+    server = HttpTestServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def elsewhere(other_http_server: HttpTestServer) -> Iterator[HttpTestServer]:
+    """``other_http_server``, reset before and after the test."""
+    other_http_server.reset()
+    yield other_http_server
+    other_http_server.reset()

@@ -9,6 +9,8 @@ what it received::
     server.latency["u3"] = 0.2                     # answer after 200 ms
     server.malformed.add("u4")                     # -> 200 with a body that is not JSON
     server.drop.add("u5")                          # headers, half a body, then a closed socket
+    server.redirect("u6", "http://elsewhere/u6")   # -> 302 with that Location
+    server.large["u7"] = (b"[" * 2**22, False)     # that body, streamed in chunks, no length
     server.requests                                # every request, with its raw path
 
 A request's key is its last path segment, percent-decoded (or its ``id`` query value when
@@ -69,6 +71,8 @@ class _Script:
     malformed: set[str] = field(default_factory=set)
     drop: set[str] = field(default_factory=set)
     batch_status: tuple[int, dict[str, str]] | None = None
+    redirects: dict[str, tuple[int, str]] = field(default_factory=dict)
+    large: dict[str, tuple[bytes, bool]] = field(default_factory=dict)
     default_latency: float = 0.0
 
 
@@ -108,6 +112,19 @@ class HttpTestServer:
     def drop(self) -> set[str]:
         """Keys whose connection is closed halfway through the response body."""
         return self._script.drop
+
+    @property
+    def large(self) -> dict[str, tuple[bytes, bool]]:
+        """Key -> (body, declare its Content-Length): a 200 streamed in 64 KiB writes.
+
+        Each write waits for the client to take it, so the server never holds more than
+        the body itself, and a client that stops reading stops the stream.
+        """
+        return self._script.large
+
+    def redirect(self, key: str, location: str, status: int = 302) -> None:
+        """Answer ``key`` with ``status`` and ``Location: location``."""
+        self._script.redirects[key] = (status, location)
 
     def set_default_latency(self, seconds: float) -> None:
         self._script.default_latency = seconds
@@ -248,6 +265,11 @@ class HttpTestServer:
         if key in script.status and self._take_failure(script, key):
             status, headers = script.status[key]
             return web.json_response({"error": status}, status=status, headers=headers)
+        if key in script.redirects:
+            status, location = script.redirects[key]
+            return web.Response(status=status, headers={"Location": location})
+        if key in script.large:
+            return await _stream(request, *script.large[key])
         if key in script.malformed:
             return web.Response(body=b'{"name": "Ada", oops', content_type="application/json")
         if key in script.drop:
@@ -292,6 +314,21 @@ class HttpTestServer:
             if text in script.data:
                 answer[text] = script.data[text]
         return web.json_response(answer)
+
+
+async def _stream(request: web.BaseRequest, body: bytes, declare: bool) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    if declare:
+        response.content_length = len(body)
+    await response.prepare(request)
+    view = memoryview(body)
+    try:
+        for start in range(0, len(body), 1 << 16):
+            await response.write(view[start : start + (1 << 16)])
+        await response.write_eof()
+    except (ConnectionError, RuntimeError):
+        pass  # the client stopped reading and went away: that is what is tested
+    return response
 
 
 def _key_of(raw_path: str) -> str | None:

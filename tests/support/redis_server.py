@@ -71,6 +71,8 @@ class RedisServer:
     extra_config: list[str] = field(default_factory=list)
     # Serve TLS only (a test CA and server certificate are made with the openssl CLI).
     tls: bool = False
+    # Run as a Sentinel (``redis-server <config> --sentinel``); it rewrites its config.
+    sentinel: bool = False
     binary: str = field(default_factory=redis_server_binary)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _clients: list[redis.Redis] = field(default_factory=list, init=False, repr=False)
@@ -101,7 +103,7 @@ class RedisServer:
         config.write_text("\n".join(self._config_lines()) + "\n")
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [self.binary, str(config)],
+                [self.binary, str(config), *(["--sentinel"] if self.sentinel else [])],
                 cwd=self.directory,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,214 @@
+"""Where a Redis store is and how to authenticate: the endpoint parsed from a URL.
+
+Three deployments, told apart by the URL's scheme and ``cluster=``:
+
+* standalone: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS);
+* cluster: the same URL naming any node, with ``cluster=True``;
+* Sentinel: ``redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/master[/db]``
+  names the sentinels (port 26379 by default) and the master's service name. The
+  userinfo is the master's auth; the sentinels' own auth is ``sentinel_username`` /
+  ``sentinel_password``.
+
+Credentials may also be given as ``?username=`` / ``?password=`` (and
+``?sentinel_username=`` / ``?sentinel_password=``) query parameters, forms redis-py
+accepts; any other query parameter is refused in favour of the keyword settings. Every
+URL shown in a message goes through :func:`connectors.masking.mask_url`, and the
+secrets given as keywords are masked too, so no form of a password is ever echoed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from connectors.masking import MASK, mask_text, mask_url
+
+DEFAULT_PORT = 6379
+DEFAULT_SENTINEL_PORT = 26379
+
+_SCHEMES = {"redis": False, "rediss": True, "redis+sentinel": False}
+_CREDENTIAL_PARAMS = ("username", "password", "sentinel_username", "sentinel_password")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the store is and how to authenticate; no password shows in ``repr``.
+
+    For Sentinel, ``host``/``port`` are the first sentinel's, ``sentinels`` lists them
+    all and ``service`` is the master's name.
+    """
+
+    host: str
+    port: int
+    db: int
+    tls: bool
+    cluster: bool
+    username: str | None
+    password: str | None = field(repr=False)
+    sentinels: tuple[tuple[str, int], ...] = ()
+    service: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)
+
+    @property
+    def is_sentinel(self) -> bool:
+        return bool(self.sentinels)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` (IPv6 hosts in brackets), or the master and sentinels, for messages."""
+        if self.is_sentinel:
+            return f"master {self.service!r} via sentinels {_hosts(self.sentinels)}"
+        return _hosts(((self.host, self.port),))
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        """The passwords, for :func:`connectors.masking.mask_text`."""
+        return (self.password, self.sentinel_password)
+
+    def masked_url(self) -> str:
+        """The URL with the password, if any, shown as ``***``."""
+        user = quote(self.username, safe="") if self.username else ""
+        userinfo = f"{user}:{MASK}@" if self.password else (f"{user}@" if user else "")
+        if self.is_sentinel:
+            where = f"{_hosts(self.sentinels)}/{quote(self.service or '', safe='')}"
+            return f"redis+sentinel://{userinfo}{where}/{self.db}"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{userinfo}{self.address}/{self.db}"
+
+    @classmethod
+    def parse(
+        cls,
+        url: str,
+        *,
+        cluster: bool,
+        username: str | None,
+        password: str | None,
+        sentinel_username: str | None = None,
+        sentinel_password: str | None = None,
+    ) -> Endpoint:
+        """Read a ``redis://``, ``rediss://`` or ``redis+sentinel://`` URL (module docstring).
+
+        Credentials may come from the URL or from the keywords, not both.
+
+        Raises:
+            ValueError: the URL or a credential is not usable; the message masks secrets.
+        """
+        if not isinstance(url, str):
+            raise ValueError(f"url must be a string, got {type(url).__name__}")
+        given = {
+            "username": username,
+            "password": password,
+            "sentinel_username": sentinel_username,
+            "sentinel_password": sentinel_password,
+        }
+        for name, value in given.items():
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+        shown = mask_text(mask_url(url, keep_user=True), (password, sentinel_password))
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ValueError(f"url is not a valid URL: {shown!r} ({exc})") from None
+        scheme = parts.scheme.lower()
+        if scheme not in _SCHEMES:
+            raise ValueError(
+                f"url must start with redis://, rediss:// or redis+sentinel://, got {shown!r}"
+            )
+        if parts.fragment:
+            raise ValueError(f"url must not have a fragment, got {shown!r}")
+        from_url = _credentials(parts.netloc, parts.query, shown)
+        for name, value in from_url.items():
+            if value is not None and given[name] is not None:
+                raise ValueError(f"{name} is given both in url and as {name}=: {shown!r}")
+            if given[name] is None:
+                given[name] = value
+        user, secret = given["username"], given["password"] or None
+        hosts_text = parts.netloc.rpartition("@")[2]
+        if scheme == "redis+sentinel":
+            if cluster:
+                raise ValueError(f"cluster=True does not go with a Sentinel url: {shown!r}")
+            sentinels = tuple(
+                _address(h, DEFAULT_SENTINEL_PORT, shown) for h in hosts_text.split(",")
+            )
+            service, _, db_text = parts.path.strip("/").partition("/")
+            if not service:
+                raise ValueError(
+                    f"url must name the master after the sentinels "
+                    f"(redis+sentinel://host:26379/mymaster/0), got {shown!r}"
+                )
+            return cls(
+                host=sentinels[0][0],
+                port=sentinels[0][1],
+                db=_db(db_text, shown),
+                tls=False,
+                cluster=False,
+                sentinels=sentinels,
+                service=unquote(service),
+                sentinel_username=given["sentinel_username"],
+                sentinel_password=given["sentinel_password"] or None,
+                username=user,
+                password=secret,
+            )
+        for name in ("sentinel_username", "sentinel_password"):
+            if given[name] is not None:
+                raise ValueError(f"{name} needs a redis+sentinel:// url, got {shown!r}")
+        host, port = _address(hosts_text, DEFAULT_PORT, shown)
+        db = _db(parts.path.strip("/"), shown)
+        if cluster and db != 0:
+            raise ValueError(f"url must use database 0 with cluster=True, got {shown!r}")
+        return cls(
+            host=host,
+            port=port,
+            db=db,
+            tls=_SCHEMES[scheme],
+            cluster=cluster,
+            username=user,
+            password=secret,
+        )
+
+
+def _credentials(netloc: str, query: str, shown: str) -> dict[str, str | None]:
+    """Credentials from the userinfo and the query (redis-py's forms)."""
+    found: dict[str, str | None] = dict.fromkeys(_CREDENTIAL_PARAMS)
+    userinfo, at, _ = netloc.rpartition("@")
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        found["username"] = unquote(user) or None
+        found["password"] = unquote(secret) if colon and secret else None
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ValueError(f"url has a query that does not parse: {shown!r}") from None
+    for name, value in pairs:
+        if name not in _CREDENTIAL_PARAMS:
+            raise ValueError(
+                f"url query parameter {name!r} is not supported (only "
+                f"{', '.join(_CREDENTIAL_PARAMS)}; use the keyword settings), got {shown!r}"
+            )
+        if found[name] is not None:
+            raise ValueError(f"url gives {name} twice: {shown!r}")
+        found[name] = value or None
+    return found
+
+
+def _address(text: str, default_port: int, shown: str) -> tuple[str, int]:
+    try:
+        parts = urlsplit(f"//{text}")
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"url has a bad host or port: {shown!r} ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"url must name a host, got {shown!r}")
+    return parts.hostname, port if port is not None else default_port
+
+
+def _db(text: str, shown: str) -> int:
+    text = text or "0"
+    if not text.isdigit():
+        raise ValueError(f"url path must be a database number, got {shown!r}")
+    return int(text)
+
+
+def _hosts(addresses: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in addresses)
