@@ -33,9 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import enrich
-from enrich.engine.model import OutputMode
-from enrich.engine.wait import _check_settings
-from enrich.lookup.join import LookupJoin
+from enrich.lookup.settings import JoinSettings
 from jobs._endpoints import Endpoint, sink, source as source_endpoint
 from jobs._files import ConfigError, read
 
@@ -215,18 +213,10 @@ def settings(
 
 def _check(join: dict[str, Any]) -> None:
     """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    _check_settings(join.get("timeout", 1.0), join.get("capacity", 1), join.get("retry"))
-    if "mode" in join:
-        OutputMode.of(join["mode"])
-    on_error = join.get("on_error", "fail")
-    LookupJoin(
-        join["source"],
-        how=join.get("how", "left"),
-        on_error="error_column" if on_error == DEAD_LETTER else on_error,
-        cache=join.get("cache"),
-        retry=join.get("retry"),
-        max_batch=join.get("max_batch", 1),
-    )
+    options = {k: v for k, v in join.items() if k not in ("source", "name")}
+    if options.get("on_error") == DEAD_LETTER:
+        options["on_error"] = "error_column"
+    JoinSettings(**options)
 
 
 def retry(spec: Any) -> enrich.RetryStrategy:

@@ -166,7 +166,10 @@ def test_a_missing_environment_variable_is_named(tmp_path: Path) -> None:
             r"joins\[0\]: unknown setting\(s\) \['howw'\]",
         ),
         (lambda c: c["joins"][0].update(how="outer"), r"joins\[0\]: how must be one of"),
-        (lambda c: c["joins"][0].update(capacity=0), r"joins\[0\]: capacity must be >= 1"),
+        (
+            lambda c: c["joins"][0].update(capacity=0),
+            r"joins\[0\]: capacity must be an int >= 1, got 0",
+        ),
         (lambda c: c["joins"][0].update(mode="random"), r"mode must be 'ordered' or"),
         (lambda c: c["stores"]["credit"].update(kind="ftp"), "kind must be 'redis' or 'http'"),
         (lambda c: c["stores"]["credit"].update(colour=1), r"credit: unknown setting 'colour'"),
