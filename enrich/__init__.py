@@ -31,6 +31,7 @@ from .engine.runtime import pop_process_local as pop_process_local, process_loca
 from .engine.wait import (
     AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
     AsyncWaitIterator as AsyncWaitIterator,
+    WaitIterator as WaitIterator,
     ordered_wait as ordered_wait,
     ordered_wait_async as ordered_wait_async,
     unordered_wait as unordered_wait,
@@ -57,8 +58,9 @@ __all__ = (
     "unordered_wait",
     "ordered_wait_async",
     "unordered_wait_async",
-    "AsyncWaitIterator",
+    "WaitIterator",
     "AsyncWaitAsyncIterator",
+    "AsyncWaitIterator",  # the former name of WaitIterator, kept as an alias
     "OutputMode",
     "Watermark",
     "OperatorStatistics",

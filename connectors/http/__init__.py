@@ -40,6 +40,7 @@ logs; neither do query values of the URL templates (put API keys in headers anyw
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -51,8 +52,8 @@ import aiohttp
 import yarl
 from asyncio_throttle.throttler import Throttler
 
+from connectors.loop_local import LoopLocal
 from enrich import DecodeError, LookupFailed, Schema
-from enrich.engine.runtime import pop_process_local, process_local
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
@@ -169,6 +170,20 @@ class HttpLookup:
             follow_redirects=follow_redirects,
             max_value_bytes=max_value_bytes,
         )
+        self._init_derived()
+
+    def _init_derived(self) -> None:
+        # Everything a request needs that the settings fix, worked out once rather than
+        # per request: what errors name, the field paths, the process's session.
+        settings = self._settings
+        self._key_target = f"{settings.method} {settings.template.redacted()}"
+        self._batch_target = (
+            f"POST {settings.batch.redacted()}" if settings.batch is not None else ""
+        )
+        self._fields = dict(settings.fields) if settings.fields else None
+        self._pools: LoopLocal[_Pool] = LoopLocal(
+            _REGISTRY, settings, functools.partial(_Pool.open, settings), _Pool.is_open
+        )
 
     # -- the LookupSource protocol ------------------------------------------------------
 
@@ -183,6 +198,8 @@ class HttpLookup:
             return {}
         pool = self._pool()
         if self._settings.batch is None:
+            if len(keys) == 1:  # one record's call: no task and no gather for one request
+                return {keys[0]: await self._lookup_one(pool, keys[0])}
             return await _gather_dict(keys, [self._lookup_one(pool, key) for key in keys])
         return await self._lookup_batches(pool, keys)
 
@@ -199,6 +216,9 @@ class HttpLookup:
             return
         pool = self._pool()
         if self._settings.batch is None:
+            if len(keys) == 1:  # nothing to hand over early: no task for one request
+                yield {keys[0]: await self._lookup_one(pool, keys[0])}
+                return
             calls = {key: self._lookup_one(pool, key) for key in keys}
         else:
             size = self._settings.max_batch
@@ -220,8 +240,8 @@ class HttpLookup:
 
     async def aclose(self) -> None:
         """Close and forget this process's session for the running loop (reopens on use)."""
-        pool = pop_process_local(self._pool_key(asyncio.get_running_loop()))
-        if isinstance(pool, _Pool):
+        pool = self._pools.pop()
+        if pool is not None:
             await pool.session.close()
 
     # -- per-key mode -------------------------------------------------------------------
@@ -352,36 +372,30 @@ class HttpLookup:
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _rows(self, document: Any) -> body.Rows:
-        settings = self._settings
-        fields = dict(settings.fields) if settings.fields else None
-        return body.to_rows(document, self.schema, path=settings.path, fields=fields)
+        return body.to_rows(document, self.schema, path=self._settings.path, fields=self._fields)
 
     def _target(self, *, batch: bool = False) -> str:
-        settings = self._settings
-        if batch and settings.batch is not None:
-            return f"POST {settings.batch.redacted()}"
-        return f"{settings.method} {settings.template.redacted()}"
+        """What errors name: the method and the masked URL template."""
+        return self._batch_target if batch and self._batch_target else self._key_target
 
     # -- the process's session ----------------------------------------------------------
 
-    def _pool_key(self, loop: asyncio.AbstractEventLoop) -> tuple[str, Settings, int]:
+    def _pool(self) -> _Pool:
         # An aiohttp session belongs to the loop it was created on. In production that is
         # the one runtime loop of the process, but tests (pytest-asyncio: a loop per test)
         # and drivers calling asyncio.run() use several, so each loop gets its own session.
-        return (_REGISTRY, self._settings, id(loop))
-
-    def _pool(self) -> _Pool:
-        loop = asyncio.get_running_loop()
-        key = self._pool_key(loop)
-        pool = process_local(key, lambda: _Pool.open(self._settings, loop))
-        if pool.loop is not loop or pool.session.closed:
-            # A dead loop's id() was reused by this one (its session cannot be closed from
-            # here), or the session was closed behind our back: start afresh.
-            pop_process_local(key)
-            pool = process_local(key, lambda: _Pool.open(self._settings, loop))
-        return pool
+        return self._pools.get()
 
     # -- value semantics --------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The description only: what _init_derived works out is rebuilt on arrival, and
+        # a live session never travels.
+        return {"schema": self.schema, "_settings": self._settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_derived()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, HttpLookup) and other._settings == self._settings
@@ -467,6 +481,11 @@ class _Pool:
             burst = max(1, math.floor(settings.rate_limit * _BURST_WINDOW))
             throttler = Throttler(rate_limit=burst, period=burst / settings.rate_limit)
         return cls(loop, session, asyncio.Semaphore(settings.max_connections), throttler)
+
+    @staticmethod
+    def is_open(pool: _Pool) -> bool:
+        """Whether the pool may serve (its session was not closed behind our back)."""
+        return not pool.session.closed
 
 
 async def _gather_dict(keys: Sequence[Any], calls: Sequence[Any]) -> dict[Any, Any]:

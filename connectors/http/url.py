@@ -14,20 +14,23 @@ so no client-side normalisation can resolve ``..`` or unescape a ``%2F``.
 
 from __future__ import annotations
 
-import string
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import yarl
 
 from connectors.masking import MASK, mask_url
+from connectors.templates import SlotError, split_slots
 
 __all__ = ("MASK", "KeyShapeError", "UrlTemplate")
 
 # Stands in for a slot while the template's structure is checked; not a URL character
 # sequence anyone writes, and the template is checked not to contain it.
 _PROBE = "zz0slot0zz"
+# Text that quote(text, safe="") returns unchanged: RFC 3986's unreserved characters.
+_plain = re.compile(r"[A-Za-z0-9._~-]+").fullmatch
 
 
 class KeyShapeError(ValueError):
@@ -45,6 +48,17 @@ class UrlTemplate:
 
     text: str
     literals: tuple[str, ...]
+    # Derived from ``literals`` for expand's one-slot fast path, so not part of the value:
+    # the text before and after the slot ("" and "" when there is not exactly one).
+    _single: bool = field(init=False, repr=False, compare=False)
+    _head: str = field(init=False, repr=False, compare=False)
+    _tail: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        single = len(self.literals) == 2
+        head, tail = self.literals if single else ("", "")
+        for attribute, value in (("_single", single), ("_head", head), ("_tail", tail)):
+            object.__setattr__(self, attribute, value)  # the dataclass is frozen
 
     @property
     def slots(self) -> int:
@@ -65,26 +79,16 @@ class UrlTemplate:
         if not isinstance(text, str):
             raise ValueError(f"{name} must be a string, got {type(text).__name__}")
         shown = mask_url(text)
-        literals: list[str] = []
         try:
-            pieces = list(string.Formatter().parse(text))
-        except ValueError as exc:
-            raise ValueError(f"{name}: cannot parse {shown!r}: {exc}") from None
-        pending = ""
-        for literal, field, spec, conversion in pieces:
-            pending += literal
-            if field is None:
-                continue
-            if field or spec or conversion:
-                raise ValueError(
-                    f"{name} supports only empty positional slots '{{}}', got "
-                    f"'{{{field}{'!' + conversion if conversion else ''}"
-                    f"{':' + spec if spec else ''}}}' in {shown!r}"
-                )
-            literals.append(pending)
-            pending = ""
-        literals.append(pending)
-        template = cls(text, tuple(literals))
+            literals = split_slots(text)
+        except SlotError as exc:
+            if exc.field is None:
+                raise ValueError(f"{name}: cannot parse {shown!r}: {exc}") from None
+            raise ValueError(
+                f"{name} supports only empty positional slots '{{}}', got "
+                f"'{exc.field}' in {shown!r}"
+            ) from None
+        template = cls(text, literals)
         template._check(name, shown, slots)
         return template
 
@@ -144,6 +148,13 @@ class UrlTemplate:
             KeyShapeError: the key has the wrong number of components, or one of them is
                 None or empty (it would address a different resource, such as a listing).
         """
+        if self._single:
+            # The common case, kept off the general path (quote() and the checks cost
+            # several microseconds a request): an int's text is digits and '-', and a str
+            # of unreserved characters that is not dots alone: quote() leaves both as is.
+            kind = type(key)
+            if kind is int or (kind is str and _plain(key) and key.strip(".")):
+                return yarl.URL(self._head + str(key) + self._tail, encoded=True)
         values = key if isinstance(key, tuple) else (key,)
         if len(values) != self.slots:
             raise KeyShapeError(

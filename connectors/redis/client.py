@@ -1,13 +1,9 @@
 """Redis clients shared per process and loop, pipelined execution, driver error mapping.
 
-A client is opened lazily by the first lookup on a loop and registered with
-``enrich.process_local`` under ``(settings, id(loop))``: every copy of a source with the
-same connection settings running on that loop shares it. In production that loop is the
-process's single runtime loop, so there is one pool per process. The loop is part of the
-key because asyncio connections are bound to the loop that opened them: a client created
-on one loop cannot serve another (pytest-asyncio gives each test its own loop). The
-handle keeps a reference to its loop, so while it is registered no other loop can be
-born with the same ``id``.
+A client is opened lazily by the first lookup on a loop and kept in the connectors'
+per-loop registry (:mod:`connectors.loop_local`): every copy of a source with the same
+connection settings running on that loop shares it, and in production (one runtime loop
+per process) there is one pool per process.
 """
 
 from __future__ import annotations
@@ -15,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +22,9 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 
+from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_text
 from enrich import LookupFailed, SourceUnavailable
-from enrich.engine.runtime import pop_process_local, process_local
 
 from .codec import Command
 from .config import ConnectionSettings, Endpoint
@@ -66,19 +62,17 @@ class ClientHandle:
                 await self.sentinel.aclose()
 
 
-def _pool_key(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> Hashable:
-    return ("connectors.redis", settings, id(loop))
+_REGISTRY = "connectors.redis"
 
 
 def client_for(settings: ConnectionSettings) -> ClientHandle:
     """This process's client for ``settings`` on the running loop, opened on first use."""
-    loop = asyncio.get_running_loop()
-    return process_local(_pool_key(settings, loop), lambda: _open(settings, loop))
+    return loop_resource(_REGISTRY, settings, lambda loop: _open(settings, loop))
 
 
 async def close_client(settings: ConnectionSettings) -> None:
     """Close and forget the running loop's client for ``settings``, if there is one."""
-    handle = pop_process_local(_pool_key(settings, asyncio.get_running_loop()))
+    handle = pop_loop_resource(_REGISTRY, settings)
     if handle is not None:
         _log.debug("closing redis client for %s", settings.endpoint.masked_url())
         await handle.aclose()

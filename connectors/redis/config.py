@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import codecs
 import math
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from connectors.templates import SlotError, split_slots
 from enrich import Schema
 
 from .endpoint import DEFAULT_PORT, Endpoint
@@ -101,25 +101,17 @@ class KeyTemplate:
             codecs.lookup(encoding)
         except (LookupError, TypeError):
             raise ValueError(f"key_encoding is not a known codec: {encoding!r}") from None
-        literals: list[bytes] = []
-        pending = ""
         try:
-            pieces = list(string.Formatter().parse(template))
-        except ValueError as exc:
-            raise ValueError(f"key_template does not parse: {template!r} ({exc})") from None
-        for literal, name, spec, conversion in pieces:
-            pending += literal
-            if name is None:
-                continue
-            if name or spec or conversion:
-                raise ValueError(
-                    f"key_template may only use empty '{{}}' placeholders, got {template!r}"
-                )
-            literals.append(pending.encode(encoding))
-            pending = ""
-        if not literals:
+            parts = split_slots(template)
+        except SlotError as exc:
+            if exc.field is None:
+                raise ValueError(f"key_template does not parse: {template!r} ({exc})") from None
+            raise ValueError(
+                f"key_template may only use empty '{{}}' placeholders, got {template!r}"
+            ) from None
+        if len(parts) < 2:
             raise ValueError(f"key_template needs at least one '{{}}' placeholder: {template!r}")
-        literals.append(pending.encode(encoding))
+        literals = [part.encode(encoding) for part in parts]
         return cls(text=template, encoding=encoding, literals=tuple(literals))
 
     @property

@@ -46,9 +46,10 @@ if sys.version_info < (3, 12):  # pragma: no branch
     futures: Any = _futures
     tasks: Any = _tasks
 
-    _enter_task = tasks._enter_task
-    _leave_task = tasks._leave_task
-    _current_tasks = tasks._current_tasks  # the C module's own dict (3.10, 3.11)
+    # The C module's own dict (3.10, 3.11), read by asyncio.current_task(). The runner
+    # writes it directly instead of calling _enter_task/_leave_task: two C calls per
+    # record were a fifth of the eager step (`./scripts/dev bench operator`).
+    _current_tasks = tasks._current_tasks
     _copy_context = contextvars.copy_context
 
     class _RecordTask(tasks._PyTask):  # type: ignore[misc]  # a private, untyped base
@@ -82,10 +83,9 @@ if sys.version_info < (3, 12):  # pragma: no branch
             task._coro = coro
             # Started from inside another task (a timer run by a test's FakeClock, the
             # async twin): step aside for the record's task, as 3.12's eager tasks do.
-            outer = _current_tasks.get(loop)
-            if outer is not None:
-                _leave_task(loop, outer)
-            _enter_task(loop, task)
+            current = _current_tasks
+            outer = current.get(loop)
+            current[loop] = task
             try:
                 yielded = context.run(coro.send, None)
             except StopIteration as stop:
@@ -98,9 +98,10 @@ if sys.version_info < (3, 12):  # pragma: no branch
                 self._go_on(task, yielded)
                 return task, None, None
             finally:
-                _leave_task(loop, task)
-                if outer is not None:
-                    _enter_task(loop, outer)
+                if outer is None:
+                    del current[loop]
+                else:
+                    current[loop] = outer
             if task._callbacks or task._must_cancel or task._num_cancels_requested:
                 # Something holds on to this task: finish it like asyncio would.
                 if error is None:

@@ -4,10 +4,15 @@ Every method runs on the operator's loop thread (the "mailbox"), except
 :meth:`Operator.complete_from_any_thread`, which hands a completion over to it. So no
 state here needs a lock.
 
-Records are admitted in chunks. A chunk shares one deadline timer (its records were
-admitted at the same instant), and outputs are handed to the consumer once per loop
-iteration, so the per-record cost is the call itself plus a few attribute writes; each
-record still has its own timeout, retries and result.
+The operator owns the records' completion: the first outcome wins, retries, timeouts,
+errors, the result queue and the output. How a call starts is the invoker's job
+(:mod:`.invoke`, chosen once per run from the function's style); deadline and retry
+timers are kept by :class:`~.timers.Timers` on the injected clock; when a retry starts
+is the retry strategy's to say.
+
+Outputs are handed to the consumer once per loop iteration, so the per-record cost is
+the call itself plus a few attribute writes; each record still has its own timeout,
+retries and result.
 """
 
 from __future__ import annotations
@@ -16,58 +21,28 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from functools import partial
-from itertools import repeat
 from typing import Any
 
 from .._errors import LookupTimeout
-from .clock import Clock, Timer
-from .eager import EagerRunner
-from .function import (
-    AsyncFunction,
-    ResultFuture,
-    has_default_error_handler,
-    has_default_timeout,
-    invoke_style,
-)
+from .clock import Clock
+from .function import AsyncFunction, ResultFuture, has_default_error_handler, has_default_timeout
+from .invoke import invoker_for
 from .model import OperatorStatistics, OutputMode, Watermark
-from .queue import Entry, OrderedQueue, UnorderedQueue
+from .queue import Entry, OrderedQueue, Partial, UnorderedQueue
 from .retry import RetryStrategy
 from .runtime import maybe_await
+from .timers import Group, Timers
 
 log = logging.getLogger("enrich.operator")
 
 # The attempt number of a record that timed out: completions of its earlier attempts
 # no longer count, only the timeout hook's.
-_TIMED_OUT = 0
+TIMED_OUT = 0
 
 # Messages to the consumer: ("emit", outputs, freed) | ("fail", exc) | ("done",), where
 # ``freed`` is the capacity units the emitted items held.
 Post = Callable[[tuple[Any, ...]], None]
 Weigh = Callable[[Any], int]
-
-
-class _Partial:
-    """Outputs that leave apart from their record's entry: a part released early, or the
-    outputs of a weighted record done at once. ``units`` is the capacity they free."""
-
-    __slots__ = ("outputs", "units")
-
-    def __init__(self, outputs: list[Any], units: int) -> None:
-        self.outputs = outputs
-        self.units = units
-
-
-class _Group:
-    """Records admitted together: one deadline, one timer."""
-
-    __slots__ = ("deadline", "entries", "pending", "timer")
-
-    def __init__(self, entries: list[Entry], deadline: float | None) -> None:
-        self.entries = entries
-        self.deadline = deadline
-        self.pending = 0
-        self.timer: Timer | None = None
 
 
 class Operator:
@@ -84,7 +59,6 @@ class Operator:
     * A record that ends in an error goes to ``func.handle_error``; if that raises (the
       default), the operator fails: what completed before is emitted, in-flight calls
       are cancelled, timers dropped, ``func.close()`` runs, then the error is posted.
-
     * ``open()`` and ``close()`` of ``func`` run once per run, whatever ends it (the
       input's end, a failure, or the consumer going away); the cancellations of a run
       that is shutting down are never taken as its records' own outcomes.
@@ -110,32 +84,34 @@ class Operator:
         weigh: Weigh | None = None,
     ) -> None:
         self._func = func
-        self._weigh = weigh
+        self.weigh = weigh
+        self.retry = retry
         self.can_release = mode is OutputMode.UNORDERED
-        self._style = invoke_style(func)
-        self._runner = EagerRunner(loop)
+        self.queue = OrderedQueue() if mode is OutputMode.ORDERED else UnorderedQueue()
         self._default_timeout_hook = has_default_timeout(func)
         self._handles_errors = not has_default_error_handler(func)
-        self._queue = OrderedQueue() if mode is OutputMode.ORDERED else UnorderedQueue()
         self._timeout = timeout
-        self._retry = retry
         self._clock = clock
         self._loop = loop
         self._loop_thread: int | None = None
         self._post = post
-        # What may leave, in order: entries, or the outputs of records that finished at
-        # once with nothing ahead of them (they never entered the queue).
-        self._ready: list[Any] = []
+        self._timers = Timers(clock, timeout, self._expire, self._restart)
+        self._invoker = invoker_for(func, self, loop)
+        # What may leave, in this order: ``out``, the outputs of records that finished
+        # at once with nothing ahead of them (they never entered the queue; ``out_units``
+        # is the capacity they held), then ``ready``: entries, whole outputs of records
+        # done at once behind those, and Partials.
+        self.out: list[Any] = []
+        self.out_units = 0
+        self.ready: list[Any] = []
         self._flush_scheduled = False
-        self._live: set[_Group] = set()  # groups with records still pending
-        self._retry_waits: dict[float, tuple[list[Entry], Timer]] = {}
         self._input_done = False
         self._closing = False
-        self._failed: BaseException | None = None
+        self.failed: BaseException | None = None
         # Statistics (written on the loop thread only).
-        self._in_flight = 0
-        self._peak = 0
-        self._completed = 0
+        self.in_flight = 0
+        self.peak = 0
+        self.completed = 0
         self._timeouts = 0
         self._retries = 0
         self._errors = 0
@@ -158,9 +134,9 @@ class Operator:
 
     def statistics(self) -> OperatorStatistics:
         return OperatorStatistics(
-            in_flight=self._in_flight,
-            peak_in_flight=self._peak,
-            completed=self._completed,
+            in_flight=self.in_flight,
+            peak_in_flight=self.peak,
+            completed=self.completed,
             timeouts=self._timeouts,
             retries=self._retries,
             errors=self._errors,
@@ -168,117 +144,50 @@ class Operator:
 
     def has_timers(self) -> bool:
         """Whether any deadline or retry timer is still scheduled."""
-        return any(g.timer is not None for g in self._live) or bool(self._retry_waits)
+        return self._timers.has_timers()
 
     # -- admission -----------------------------------------------------------------------
 
     def admit(self, values: list[Any]) -> None:
         """Admit a chunk of inputs (records and watermarks) and start their calls."""
-        if self._failed is not None or self._closing:
+        if self.failed is not None or self._closing:
             return
         # Completions during admission are flushed once at the end, not scheduled each.
         self._flush_scheduled = True
-        deadline = None if self._timeout is None else self._clock.now() + self._timeout
-        group = _Group([], deadline)
-        if self._style == "coroutine":
-            self._admit_coroutines(values, group)
-        else:
-            entries = [entry for entry in map(self._put, values, repeat(group)) if entry]
-            if entries:
-                self._start(entries)
-        if group.pending and self._failed is None:
-            self._live.add(group)
-            if deadline is not None:
-                group.timer = self._clock.call_at(deadline, partial(self._expire, group))
+        group = self._timers.new_group()
+        self._invoker.admit(values, group)
+        if self.failed is None:
+            self._timers.arm(group)
         self._flush()
 
-    def _put(self, value: Any, group: _Group) -> Entry | None:
+    def put(self, value: Any, group: Group) -> Entry | None:
         """Queue one input; returns its entry if it is a record (watermarks pass)."""
-        entry = Entry(value, self._weigh(value) if self._weigh is not None else 1)
+        entry = Entry(value, self.weigh(value) if self.weigh is not None else 1)
         if isinstance(value, Watermark):
             entry.weight = 1
             entry.outputs = [value]
-            self._queue.put_watermark(entry, self._ready)
+            self.queue.put_watermark(entry, self.ready)
             return None
         entry.group = group
         group.entries.append(entry)
         group.pending += 1
-        self._queue.put(entry)
-        self._in_flight += 1
-        if self._in_flight > self._peak:
-            self._peak = self._in_flight
+        self.queue.put(entry)
+        self.in_flight += 1
+        if self.in_flight > self.peak:
+            self.peak = self.in_flight
         return entry
 
-    def _admit_coroutines(self, values: list[Any], group: _Group) -> None:
-        """Admit and start coroutine-style records one by one. A record whose coroutine
-        finishes in its eager first step, with nothing ahead of it in the queue, leaves
-        at once: no entry, no queue, no completion bookkeeping."""
-        queue = self._queue
-        ready = self._ready
-        start = self._runner.start
-        invoke = self._func.invoke
-        plain = self._retry is None
-        for value in values:
-            if isinstance(value, Watermark):
-                self._put(value, group)
-                continue
-            try:
-                task, result, error = start(invoke(value))
-            except Exception as exc:  # invoke() raised before returning a coroutine
-                task, result, error = None, None, exc
-            done_at_once = task is None and error is None and plain and type(result) is list
-            if done_at_once and queue.is_clear():
-                weigh = self._weigh
-                ready.append(result if weigh is None else _Partial(result, weigh(value)))
-                self._completed += 1
-                if self._in_flight >= self._peak:
-                    self._peak = self._in_flight + 1
-                continue
-            entry = self._put(value, group)
-            assert entry is not None
-            if task is None:
-                self._complete(entry, 1, result, error)
-                if self._failed is not None:
-                    return
-            else:
-                entry.task = task
-                task.add_done_callback(partial(self._on_task_done, entry, 1))
-
-    def _start(self, entries: list[Entry]) -> None:
-        """Start one call for each entry (its attempt number is ``entry.attempt``)."""
-        func = self._func
-        if self._style == "coroutine":
-            start = self._runner.start
-            invoke = func.invoke
-            complete = self._complete
-            for entry in entries:
-                attempt = entry.attempt
-                try:
-                    task, result, error = start(invoke(entry.value))
-                except Exception as exc:  # invoke() raised before returning a coroutine
-                    task, result, error = None, None, exc
-                if task is None:
-                    complete(entry, attempt, result, error)
-                    if self._failed is not None:
-                        return
-                else:
-                    entry.task = task
-                    task.add_done_callback(partial(self._on_task_done, entry, attempt))
-        elif self._style == "callback":
-            for entry in entries:
-                try:
-                    func.async_invoke(entry.value, ResultFuture(self, entry, entry.attempt))
-                except Exception as exc:
-                    self._complete(entry, entry.attempt, None, exc)
-                if self._failed is not None:
-                    return
+    def left_at_once(self, value: Any, outputs: list[Any]) -> None:
+        """A record finished in its first step with nothing ahead of it: its outputs
+        leave without an entry, a queue slot or completion bookkeeping."""
+        if self.weigh is None and not self.ready:
+            self.out.extend(outputs)
+            self.out_units += 1
         else:
-            results = [ResultFuture(self, e, e.attempt) for e in entries]
-            try:
-                func.async_invoke_many([e.value for e in entries], results)
-            except Exception as exc:
-                for entry in entries:
-                    self._complete(entry, entry.attempt, None, exc)
+            self.ready.append(Partial(outputs, self.weigh(value) if self.weigh else 1))
+        self.completed += 1
+        if self.in_flight >= self.peak:
+            self.peak = self.in_flight + 1
 
     # -- completion ----------------------------------------------------------------------
 
@@ -286,42 +195,41 @@ class Operator:
         self, entry: Entry, attempt: int, outputs: Iterable[Any] | None, error: BaseException | None
     ) -> None:
         if threading.get_ident() == self._loop_thread:
-            self._complete(entry, attempt, outputs, error)
+            self.complete(entry, attempt, outputs, error)
         else:
-            self._loop.call_soon_threadsafe(self._complete, entry, attempt, outputs, error)
+            self._loop.call_soon_threadsafe(self.complete, entry, attempt, outputs, error)
 
     def release(self, entry: Entry, attempt: int, outputs: Iterable[Any], units: int) -> None:
         """Part of a record's outputs leave now, freeing ``units`` of its capacity."""
         if not self.can_release:
             raise RuntimeError("outputs may be released early only in UNORDERED mode")
-        if entry.done or entry.attempt != attempt or self._failed is not None or self._closing:
+        if entry.done or entry.attempt != attempt or self.failed is not None or self._closing:
             return  # the record moved on: its final completion carries its outputs
         units = max(0, min(int(units), entry.weight))
         entry.weight -= units
-        self._queue.released(entry, _Partial(list(outputs), units), self._ready)
-        if self._ready and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self.queue.released(entry, Partial(list(outputs), units), self.ready)
+        self._schedule_flush()
 
-    def _on_task_done(self, entry: Entry, attempt: int, task: asyncio.Task[Any]) -> None:
+    def on_task_done(self, entry: Entry, attempt: int, task: asyncio.Task[Any]) -> None:
         if self._closing:
             return  # cancelled by the shutdown: not the record's own outcome
         if task.cancelled():
             if entry.attempt == attempt and not entry.done:
                 # Cancelled by something other than us (we only cancel records that
                 # already moved on): that is the call's outcome.
-                self._complete(entry, attempt, None, asyncio.CancelledError())
+                self.complete(entry, attempt, None, asyncio.CancelledError())
             return
         error = task.exception()
         if error is None:
-            self._complete(entry, attempt, task.result(), None)
+            self.complete(entry, attempt, task.result(), None)
         else:
-            self._complete(entry, attempt, None, error)
+            self.complete(entry, attempt, None, error)
 
-    def _complete(
+    def complete(
         self, entry: Entry, attempt: int, outputs: Iterable[Any] | None, error: BaseException | None
     ) -> None:
-        if entry.done or entry.attempt != attempt or self._failed is not None or self._closing:
+        """The outcome of call ``attempt`` of ``entry``; ignored unless it is the first."""
+        if entry.done or entry.attempt != attempt or self.failed is not None or self._closing:
             return  # a late or duplicate completion (the first one won), or a shutdown
         entry.task = None
         result: list[Any] = []
@@ -336,8 +244,8 @@ class Operator:
                         f"the async function must complete with an iterable of outputs, "
                         f"got {outputs!r} for record {entry.value!r}"
                     )
-        retry = self._retry
-        if retry is not None and attempt != _TIMED_OUT and attempt < retry.max_attempts:
+        retry = self.retry
+        if retry is not None and attempt != TIMED_OUT and attempt < retry.max_attempts:
             try:
                 again = (
                     retry.should_retry_exception(error)
@@ -361,54 +269,38 @@ class Operator:
                 return
         entry.outputs = result
         entry.done = True
-        self._completed += 1
+        self.completed += 1
         group = entry.group
         group.pending -= 1
         if group.pending == 0:
-            self._live.discard(group)
-            if group.timer is not None:
-                group.timer.cancel()
-                group.timer = None
-        self._queue.completed(entry, self._ready)
-        if self._ready and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._timers.settled(group)
+        self.queue.completed(entry, self.ready)
+        self._schedule_flush()
 
     # -- retries and timeouts ---------------------------------------------------------
 
     def _schedule_retry(self, entry: Entry, attempt: int, error: BaseException | None) -> bool:
-        """Schedule the next attempt, unless it would start after the record's deadline."""
-        assert self._retry is not None
-        delay = self._retry.delay(attempt)
-        hint = getattr(error, "retry_after", None)
-        if isinstance(hint, (int, float)) and hint > delay:
-            delay = float(hint)
-        when = self._clock.now() + delay
-        deadline = entry.group.deadline
-        if deadline is not None and when >= deadline:
+        """Schedule the next attempt, unless the strategy says it starts too late."""
+        retry = self.retry
+        assert retry is not None
+        when = retry.retry_at(attempt, self._clock.now(), error)
+        if not retry.starts_in_time(when, entry.group.deadline):
             return False
         entry.attempt = attempt + 1
         self._retries += 1
-        waiting = self._retry_waits.get(when)
-        if waiting is None:
-            timer = self._clock.call_at(when, partial(self._fire_retries, when))
-            self._retry_waits[when] = ([entry], timer)
-        else:
-            waiting[0].append(entry)
+        self._timers.wait_retry(entry, when)
         return True
 
-    def _fire_retries(self, when: float) -> None:
-        entries, _ = self._retry_waits.pop(when)
-        live = [e for e in entries if not e.done and e.attempt != _TIMED_OUT]
-        if live and self._failed is None:
-            self._start(live)
+    def _restart(self, entries: list[Entry]) -> None:
+        live = [e for e in entries if not e.done and e.attempt != TIMED_OUT]
+        if live and self.failed is None:
+            self._invoker.start(live)
 
-    def _expire(self, group: _Group) -> None:
-        group.timer = None
+    def _expire(self, group: Group) -> None:
         for entry in group.entries:
-            if not entry.done and entry.attempt != _TIMED_OUT:
+            if not entry.done and entry.attempt != TIMED_OUT:
                 self._time_out(entry)
-                if self._failed is not None:
+                if self.failed is not None:
                     return
 
     def _time_out(self, entry: Entry) -> None:
@@ -419,9 +311,9 @@ class Operator:
         if entry.task is not None:
             entry.task.cancel()
             entry.task = None
-        entry.attempt = _TIMED_OUT
+        entry.attempt = TIMED_OUT
         timeout = self._timeout if self._timeout is not None else float("nan")
-        result = ResultFuture(self, entry, _TIMED_OUT)
+        result = ResultFuture(self, entry, TIMED_OUT)
         if self._default_timeout_hook:
             result.complete_exceptionally(LookupTimeout(entry.value, timeout, attempts))
             return
@@ -432,20 +324,27 @@ class Operator:
 
     # -- output and shutdown --------------------------------------------------------------
 
+    def _schedule_flush(self) -> None:
+        if self.ready and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
-        ready = self._ready
-        if ready and self._failed is None:
-            self._ready = []
-            outputs: list[Any] = []
+        ready = self.ready
+        if (ready or self.out_units) and self.failed is None:
+            outputs = self.out
+            freed = self.out_units
+            self.out = []
+            self.out_units = 0
+            self.ready = []
             records = 0
-            freed = 0
             for item in ready:
                 kind = type(item)
                 if kind is list:
                     outputs.extend(item)
                     freed += 1
-                elif kind is _Partial:
+                elif kind is Partial:
                     outputs.extend(item.outputs)
                     freed += item.units
                 else:
@@ -453,19 +352,19 @@ class Operator:
                     freed += item.weight
                     if item.group is not None:
                         records += 1
-            self._in_flight -= records
+            self.in_flight -= records
             self._post(("emit", outputs, freed))
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        idle = len(self._queue) == 0 and not self._ready
-        if idle and self._input_done and not self._closing and self._failed is None:
+        idle = len(self.queue) == 0 and not self.ready and not self.out_units
+        if idle and self._input_done and not self._closing and self.failed is None:
             self._shut_down(None)
 
     def _fail(self, error: BaseException) -> None:
-        if self._failed is None and not self._closing:
+        if self.failed is None and not self._closing:
             self._flush()  # what completed before the error still goes out, in order
-            self._failed = error
+            self.failed = error
             self._shut_down(error)
 
     def _shut_down(self, error: BaseException | None) -> None:
@@ -473,18 +372,11 @@ class Operator:
 
         Runs once per run: every path to it checks ``_closing`` first."""
         self._closing = True
-        for group in self._live:
-            if group.timer is not None:
-                group.timer.cancel()
-                group.timer = None
+        for group in self._timers.cancel_all():
             for entry in group.entries:
                 if entry.task is not None:
                     entry.task.cancel()
                     entry.task = None
-        self._live.clear()
-        for _, timer in self._retry_waits.values():
-            timer.cancel()
-        self._retry_waits.clear()
         self._loop.create_task(self._close(error))
 
     async def _close(self, error: BaseException | None) -> None:

@@ -30,6 +30,17 @@ class Entry:
         self.segment: _Segment | None = None
 
 
+class Partial:
+    """Outputs that leave apart from their record's entry: a part released early, or the
+    outputs of a record done at once. ``units`` is the capacity they free."""
+
+    __slots__ = ("outputs", "units")
+
+    def __init__(self, outputs: list[Any], units: int) -> None:
+        self.outputs = outputs
+        self.units = units
+
+
 class OrderedQueue:
     """Emits entries strictly in insertion order: an entry leaves only once it is done
     and every entry put before it has left."""

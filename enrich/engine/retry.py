@@ -62,6 +62,26 @@ class RetryStrategy:
         """Seconds to wait after call number ``attempt`` (1-based) before the next one."""
         raise NotImplementedError
 
+    def retry_at(self, attempt: int, now: float, error: BaseException | None = None) -> float:
+        """When call number ``attempt + 1`` starts, after call ``attempt`` ended at ``now``.
+
+        That is ``now + delay(attempt)``, or later when ``error`` carries a longer
+        ``retry_after`` hint in seconds (HTTP ``Retry-After`` on a 429 or 503): the
+        server's word wins over the backoff, never the other way round.
+        """
+        delay = self.delay(attempt)
+        hint = getattr(error, "retry_after", None)
+        if isinstance(hint, (int, float)) and hint > delay:
+            delay = float(hint)
+        return now + delay
+
+    @staticmethod
+    def starts_in_time(when: float, deadline: float | None) -> bool:
+        """Whether a retry starting at ``when`` is made for a record due at ``deadline``
+        (None: no deadline). Only one that starts before the deadline is: a later one
+        could only time out, so the last outcome stands instead."""
+        return deadline is None or when < deadline
+
     def should_retry_result(self, outputs: Sequence[Any]) -> bool:
         return self.retry_on_result is not None and bool(self.retry_on_result(outputs))
 

@@ -526,14 +526,10 @@ class LookupJoin(AsyncFunction):
             again = rows is MISS and retry.should_retry_result(_MISS_RESULT)
         if not again:
             return []
-        delay = retry.delay(attempt)
-        hint = getattr(error, "retry_after", None)
-        if isinstance(hint, (int, float)) and hint > delay:
-            delay = float(hint)
         clock = self._clock
         assert clock is not None
-        when = clock.now() + delay
-        staying = [chunk for chunk in waiters if chunk.deadline > when]
+        when = retry.retry_at(attempt, clock.now(), error)
+        staying = [chunk for chunk in waiters if retry.starts_in_time(when, chunk.deadline)]
         if not staying:
             return []  # it would start after every deadline: the last outcome stands
         self.metrics.retries += 1

@@ -46,6 +46,17 @@ def test_the_fixed_names_of_the_operator_api() -> None:
     assert issubclass(enrich.LookupTimeout, enrich.EnrichError)
 
 
+def test_the_blocking_iterator_keeps_its_former_name_as_an_alias() -> None:
+    assert enrich.AsyncWaitIterator is enrich.WaitIterator
+
+    async def one(value: int) -> list[int]:
+        return [value]
+
+    it = enrich.ordered_wait([1, 2], one)
+    assert isinstance(it, enrich.WaitIterator)
+    assert list(it) == [1, 2]
+
+
 def test_settings_are_keyword_arguments_not_an_exported_object() -> None:
     # Every entry point takes the settings as keyword arguments and builds the one
     # settings object itself; users never need the class, only the chunk size it derives.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from connectors.http.body import parse_path, pick, to_rows
@@ -46,6 +48,44 @@ def test_expand_escapes_every_reserved_character_and_dot_segments() -> None:
 def test_expand_rejects_keys_that_do_not_fit(key: object) -> None:
     with pytest.raises(KeyShapeError):
         UrlTemplate.parse("http://svc/a/{}").expand(key if key != ("a",) else ("a", "b", "c"))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        0,
+        7,
+        -12,
+        10**20,
+        True,
+        "u1",
+        "a.b",
+        "A-Z_0~9",
+        ".",
+        "..",
+        "...",
+        ".x",
+        "a/b",
+        "é",
+        "",
+        2.5,
+        ("u1",),
+    ],
+)
+@pytest.mark.parametrize("text", ["http://svc/users/{}", "http://svc/find?id={}&v=2"])
+def test_one_slot_expansion_matches_encoding_each_component(text: str, key: object) -> None:
+    # The one-slot fast path (ints, unreserved strings) must build the very URL the
+    # general path builds by quoting.
+    template = UrlTemplate.parse(text)
+    value = key[0] if isinstance(key, tuple) else key
+    try:
+        url = template.expand(key)
+    except KeyShapeError:
+        assert value == ""
+        return
+    encoded = quote(str(value), safe="")
+    encoded = encoded.replace(".", "%2E") if not encoded.strip(".") else encoded
+    assert str(url) == template.fill([encoded])
 
 
 @pytest.mark.parametrize(
