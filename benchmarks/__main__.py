@@ -1,11 +1,11 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark ...]`` (default: operator)."""
+"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss ...]`` (default: operator)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark")
+SUITES = ("operator", "lookup", "tail", "spark", "rss")
 
 
 def main(argv: list[str]) -> None:

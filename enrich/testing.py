@@ -329,6 +329,17 @@ class FakeSource:
         return [key for call in self.requests for key in call]
 
 
+class ColumnarFakeSource(FakeSource):
+    """A :class:`FakeSource` that also answers columnarly (``lookup_arrow``), with the
+    same script: each call's outcomes are those ``lookup_many`` gives for its keys."""
+
+    async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
+        from .lookup.columnar import answer_from_mapping  # needs pyarrow
+
+        listed = keys.to_pylist()
+        return answer_from_mapping(listed, await self.lookup_many(listed), struct_type)
+
+
 class ManualFunction(AsyncFunction):
     """A callback-style function that completes only when the test says so.
 
@@ -351,4 +362,12 @@ class ManualFunction(AsyncFunction):
         self.pending[value].complete_exceptionally(error)
 
 
-__all__ = ("FakeClock", "FakeFunction", "FakeSource", "ManualFunction", "drive", "settle")
+__all__ = (
+    "ColumnarFakeSource",
+    "FakeClock",
+    "FakeFunction",
+    "FakeSource",
+    "ManualFunction",
+    "drive",
+    "settle",
+)

@@ -121,6 +121,9 @@ class RedisLookup:
     """
 
     schema: Schema
+    # lookup_arrow splits its keys into MGETs of max_batch itself (the columnar lane
+    # then hands it a chunk's keys in one call).
+    splits_requests = True
 
     def __init__(
         self,
@@ -270,6 +273,13 @@ class RedisLookup:
         # Ask again key by key, so that only the denied keys fail.
         singles = [codec.single(command, i) for command in denied for i in range(len(command.keys))]
         await self._run_commands(handle, singles, self._settings.connection.endpoint, results)
+
+    async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
+        """The columnar lookup (``enrich.lookup.columnar.ColumnarSource``): same outcomes
+        as ``lookup_many``, JSON objects decoded in bulk (see ``connectors.redis.arrow``)."""
+        from .arrow import lookup_arrow  # pyarrow is needed only on this path
+
+        return await lookup_arrow(self, keys, struct_type)
 
     async def _run_commands(
         self,

@@ -44,14 +44,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup import types
 from ..lookup.cache import LookupCache
 from ..lookup.ddl import parse_type
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
-from .arrow import JoinPlan, enrich_batches
+from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 from .keys import check_key_columns
 from .metrics import (
     EnrichMetricsListener,
@@ -119,7 +119,7 @@ def lookup_join(
     on: str | Sequence[str],
     how: str = "left",
     mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_CAPACITY,
+    capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
     cache: LookupCache | None = None,
@@ -146,15 +146,17 @@ def lookup_join(
             them.
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
-        capacity: rows in flight per task at most (backpressure beyond that); the
-            rows go to the engine in chunks of ``enrich.chunk_rows(capacity)``.
+        capacity: rows in flight per task at most (backpressure beyond that); rows go
+            in chunks of ``capacity // 4``, so about four chunks overlap. The default
+            (32768) was the fastest setting measured on Redis.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache`, or None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
-        max_batch: keys in one request (one ``lookup_many`` call) at most.
+        max_batch: keys per request at most (``lookup_many``/``lookup_arrow`` call):
+            a chunk's distinct keys go out in requests of this size, concurrently.
         prefix: put before each dimension column's name.
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see

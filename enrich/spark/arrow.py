@@ -19,10 +19,19 @@ import pyarrow as pa
 
 from ..engine.wait import AsyncWaitIterator
 from ..lookup.arrow_types import arrow_schema
+from ..lookup.columnar import ColumnarSource
 from ..lookup.iterators import join_chunks
 from ..lookup.joined import JoinedChunk
+from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
+from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import JoinSettings
 from ..lookup.source import LookupSource
+
+# Rows in flight per task for Spark lookups, unless set: four chunks of 8192 rows
+# (``chunk_rows``), so that while one chunk is assembled the requests of the next three
+# are in flight. Chosen by measurement (benchmarks/results/spark.md): 8192 and 2048 rows
+# in flight measured slower (per-chunk costs: one GIL hand-over per decode, one future).
+DEFAULT_SPARK_CAPACITY = 32768
 
 
 @dataclass(frozen=True)
@@ -70,12 +79,44 @@ class JoinPlan:
         """The engine over ``chunks`` of ``(tag, keys)``: one JoinedChunk per chunk."""
         return join_chunks(chunks, self.source, self.settings)
 
-    def report(self, run: AsyncWaitIterator) -> None:
+    def lane(self, keys: pa.Array) -> ColumnarLane | None:
+        """The columnar lane for key columns like ``keys``, or None when the join takes
+        the per-row path: a composite key, a key type the lane does not take, a source
+        without ``lookup_arrow``."""
+        if len(self.on) > 1 or not is_columnar_key(keys):  # on=(): the SQL function
+            return None
+        if not isinstance(self.source, ColumnarSource):
+            return None
+        # The source decodes by the dimension's own field names, not the output
+        # columns' (a prefix renames those).
+        fields = list(arrow_schema(self.source.schema))
+        settings = self.settings
+        return ColumnarLane(
+            self.source,
+            pa.struct(fields),
+            how=settings.how,
+            on_error=settings.on_error,
+            cache=settings.cache,
+            timeout=settings.timeout,
+            capacity=settings.capacity,
+            max_batch=settings.max_batch,
+            metrics=JoinMetrics(),
+            retry=settings.retry,
+        )
+
+    def report(self, run: AsyncWaitIterator | ColumnarLane) -> None:
         """Add the run's metrics to the accumulator (once per task), under
         ``(name, query id, batch id)`` (both None outside a streaming query)."""
-        if self.accumulator is not None and run.function is not None:
-            query, batch = _micro_batch()
-            self.accumulator.add({(self.name, query, batch): run.function.statistics()})
+        if self.accumulator is None:
+            return
+        if isinstance(run, ColumnarLane):
+            metrics = run.metrics
+        elif run.function is not None:
+            metrics = run.function.statistics()
+        else:
+            return
+        query, batch = _micro_batch()
+        self.accumulator.add({(self.name, query, batch): metrics})
 
 
 def _micro_batch() -> tuple[str | None, int | None]:
@@ -130,8 +171,19 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
 
     An output batch is yielded per joined chunk, as soon as it completes (in input order
     under ORDERED). An empty partition yields nothing and never touches the source.
+    Chunks hold ``chunk_rows(capacity)`` rows; on the columnar lane (see
+    :meth:`JoinPlan.lane`) they are joined with Arrow compute, otherwise row by row.
     """
     size = plan.chunk_rows
+    first_batch = next(batches, None)
+    if first_batch is None:
+        return
+    batches = _prepend(first_batch, batches)
+    schema = pa.schema([*first_batch.schema, *plan.arrow_fields()])
+    lane = plan.lane(first_batch.column(plan.on[0])) if first_batch.num_columns else None
+    if lane is not None:
+        yield from _enrich_columnar(plan, lane, batches, size, schema)
+        return
 
     def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
         for batch in batches:
@@ -143,20 +195,64 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     if first is None:
         return
     run = plan.run(_prepend(first, feed))
-    extra = plan.arrow_fields()
-    schema = pa.schema([*first[0].schema, *extra])
     try:
         for joined in run:
-            if not joined.indices:
-                continue
-            arrays = list(_take(joined.tag, joined.indices).columns)
-            arrays += dimension_arrays(plan, joined.rows)
-            if plan.with_error:
-                arrays.append(pa.array(joined.errors, type=pa.string()))
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            if joined.indices:
+                yield _joined_batch(plan, joined, schema)
     finally:
         run.close()
         plan.report(run)
+
+
+def _joined_batch(plan: JoinPlan, joined: JoinedChunk, schema: pa.Schema) -> pa.RecordBatch:
+    arrays = list(_take(joined.tag, joined.indices).columns)
+    arrays += dimension_arrays(plan, joined.rows)
+    if plan.with_error:
+        arrays.append(pa.array(joined.errors, type=pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _enrich_columnar(
+    plan: JoinPlan,
+    lane: ColumnarLane,
+    batches: Iterator[pa.RecordBatch],
+    size: int,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    key = plan.on[0]
+
+    def chunks() -> Iterator[tuple[pa.RecordBatch, pa.Array]]:
+        for batch in batches:
+            for piece in _slices(batch, size):
+                yield piece, piece.column(key)
+
+    run = lane.run(chunks())
+    try:
+        for joined in run:
+            if isinstance(joined, JoinedChunk):
+                if joined.indices:
+                    yield _joined_batch(plan, joined, schema)
+                continue
+            yield from _columnar_batch(plan, joined, schema)
+    finally:
+        run.close()
+        plan.report(lane)
+
+
+def _columnar_batch(
+    plan: JoinPlan, joined: ColumnarJoined, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    batch: pa.RecordBatch = joined.tag
+    structs = joined.structs
+    if joined.keep is not None:
+        batch = batch.filter(joined.keep)
+        structs = structs.filter(joined.keep)
+    if batch.num_rows == 0:
+        return
+    arrays = [*batch.columns, *structs.flatten()]
+    if plan.with_error:
+        arrays.append(pa.nulls(batch.num_rows, pa.string()))
+    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -173,6 +269,16 @@ def lookup_structs(
     array lines up with its input rows)."""
     size = plan.chunk_rows
     struct_type = pa.struct(plan.arrow_fields())
+    first_input = next(inputs, None)
+    if first_input is None:
+        return
+    inputs = _prepend(first_input, inputs)
+    single = first_input[0] if _is_one_array(first_input) else first_input
+    lane = plan.lane(single) if isinstance(single, pa.Array) else None
+    if lane is not None:
+        arrays = (a[0] if _is_one_array(a) else a for a in inputs)
+        yield from _structs_columnar(plan, lane, arrays, size, struct_type)
+        return
 
     def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:
         for arrays in inputs:
@@ -199,6 +305,50 @@ def lookup_structs(
     finally:
         run.close()
         plan.report(run)
+
+
+def _is_one_array(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], pa.Array)
+
+
+def _structs_columnar(
+    plan: JoinPlan,
+    lane: ColumnarLane,
+    inputs: Iterator[Any],
+    size: int,
+    struct_type: pa.DataType,
+) -> Iterator[pa.Array]:
+    def chunks() -> Iterator[tuple[tuple[int, bool], pa.Array]]:
+        for keys in inputs:
+            if not len(keys):  # an empty batch still needs its (empty) answer, in its place
+                yield (0, True), keys
+            for start in range(0, len(keys), size):
+                part = keys.slice(start, size)
+                yield (len(part), start + size >= len(keys)), part
+
+    run = lane.run(chunks())
+    pieces: list[pa.Array] = []
+    try:
+        for joined in run:
+            length, last = joined.tag
+            if isinstance(joined, JoinedChunk):
+                pieces.append(_structs(plan, struct_type, joined, length))
+            else:
+                structs = joined.structs
+                arrays = list(structs.flatten())
+                if plan.with_error:
+                    arrays.append(pa.nulls(length, pa.string()))
+                pieces.append(
+                    pa.StructArray.from_arrays(
+                        arrays, fields=list(struct_type), mask=structs.is_null()
+                    )
+                )
+            if last:
+                yield pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+                pieces = []
+    finally:
+        run.close()
+        plan.report(lane)
 
 
 def _structs(plan: JoinPlan, struct_type: pa.DataType, joined: JoinedChunk, length: int) -> Any:

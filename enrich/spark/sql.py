@@ -53,12 +53,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup.cache import LookupCache
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from . import spark_type
-from .arrow import JoinPlan, lookup_structs_for
+from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
 from .keys import checked_key_arrays
 from .metrics import register
 
@@ -87,7 +87,7 @@ def register_lookup(
     name: str,
     source: LookupSource,
     *,
-    capacity: int = DEFAULT_CAPACITY,
+    capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
     cache: LookupCache | None = None,

@@ -138,3 +138,86 @@ def test_sql_structs_carry_the_reason_and_composite_keys() -> None:
         {"value": None, "enrich_error": "ValueError: no"},
         None,
     ]
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+@pytest.mark.parametrize("policy", ["null", "drop", "error_column"])
+def test_the_columnar_lane_gives_the_per_row_paths_batches(how: str, policy: str) -> None:
+    from enrich import LookupFailed
+    from enrich.testing import ColumnarFakeSource
+
+    data = {
+        "a": ("A",),
+        "b": [("B1",), ("B2",)],  # 1:N
+        "c": LookupFailed("scripted", key="c", kind="status:500", retryable=False),
+        "d": None,
+    }
+    keys = ["a", None, "b", "zz", "a", "c", "d", "a"] * 5
+    inputs = [batch(keys, n=list(range(len(keys)))), batch(["a", "zz"] * 9, n=list(range(18)))]
+    settings: dict[str, Any] = {"how": how, "on_error": policy, "capacity": 16}
+    lane = ColumnarFakeSource(data)
+    per_row = FakeSource(data)
+    assert plan(lane, **settings).lane(inputs[0].column(0)) is not None
+    assert plan(per_row, **settings).lane(inputs[0].column(0)) is None
+    got = rows(list(enrich_batches(plan(lane, **settings), iter(inputs))))
+    expected = rows(list(enrich_batches(plan(per_row, **settings), iter(inputs))))
+    assert got == expected and got
+
+
+def test_the_columnar_lane_reports_its_metrics_and_keeps_capacity() -> None:
+    from enrich.testing import ColumnarFakeSource
+
+    source = ColumnarFakeSource({k: (k.upper(),) for k in "abcdefgh"})
+    accumulator = ListAccumulator()
+    keys = [*"abcdefghij", None] * 20
+    out = list(
+        enrich_batches(
+            plan(source, capacity=8, max_batch=3, accumulator=accumulator), iter([batch(keys)])
+        )
+    )
+    assert [r["value"] for r in rows(out)] == [k.upper() if k and k < "i" else None for k in keys]
+    assert max(map(len, source.requests)) <= 3
+    assert source.max_in_flight <= 8  # at most capacity rows: calls of at least one key
+    (metrics,) = accumulator.added[0].values()
+    assert (metrics.rows_in, metrics.rows_out, metrics.null_keys) == (220, 220, 20)
+    assert metrics.misses == 40
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_the_sql_function_takes_the_columnar_lane(wrap: bool) -> None:
+    from enrich.testing import ColumnarFakeSource
+
+    data = {"a": ("A",), "b": [("B1",), ("B2",)]}
+    keys = [pa.array(["a", None, "b", "zz"]), pa.array([], pa.string()), pa.array(["a"] * 5)]
+    inputs = [(k,) if wrap else k for k in keys]
+    lane_plan = plan(ColumnarFakeSource(data), on=(), capacity=8)
+    assert lane_plan.lane(keys[0]) is not None
+    got = [a.to_pylist() for a in lookup_structs(lane_plan, iter(inputs))]
+    expected = [
+        a.to_pylist()
+        for a in lookup_structs(plan(FakeSource(data), on=(), capacity=8), iter(inputs))
+    ]
+    assert got == expected
+    assert got[0] == [{"value": "A"}, None, {"value": "B1"}, None] and got[1] == []
+
+
+def test_the_columnar_lane_decodes_by_field_names_whatever_the_prefix(
+    redis_server: Any, redis_client: Any
+) -> None:
+    from connectors.redis import RedisLookup
+
+    redis_client.set("user:1", '{"name": "Ada", "credit": 2.5}')
+    source = RedisLookup(
+        redis_server.url, key_template="user:{}", value="json", schema="name string, credit double"
+    )
+    prefixed = JoinPlan(
+        name="t", source=source, on=(0,), columns=("u_name", "u_credit"), settings=JoinSettings()
+    )
+    keys = pa.RecordBatch.from_pydict({"k": pa.array([1, 2, None], pa.int8())})
+    assert prefixed.lane(keys.column(0)) is not None
+    out = rows(list(enrich_batches(prefixed, iter([keys]))))
+    assert out == [
+        {"k": 1, "u_name": "Ada", "u_credit": 2.5},
+        {"k": 2, "u_name": None, "u_credit": None},
+        {"k": None, "u_name": None, "u_credit": None},
+    ]

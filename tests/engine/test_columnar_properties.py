@@ -1,0 +1,120 @@
+"""Property test: the columnar lane and the per-row join give the same output rows, in
+the same order, with the same reasons and row counts, whatever the keys and answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, retry_on_empty
+from enrich.lookup.joined import JoinedChunk
+from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.metrics import JoinMetrics
+from enrich.testing import ColumnarFakeSource
+
+pytestmark = pytest.mark.timeout(120)
+
+STRUCT = pa.struct([("value", pa.string())])
+KEYS = st.one_of(st.none(), st.integers(0, 12))
+ANSWER = st.one_of(
+    st.just(None),  # a stored miss
+    st.tuples(st.one_of(st.none(), st.text(max_size=3))),  # one row
+    st.lists(st.tuples(st.text(max_size=3)), max_size=3),  # 1:N (empty: a miss)
+    st.just(LookupFailed("scripted", kind="status:500", retryable=False)),
+    st.just(LookupFailed("scripted", kind="status:503", retryable=True)),
+)
+
+Out = list[tuple[int, Any, Any]]
+
+
+def lane_rows(joined: ColumnarJoined | JoinedChunk) -> Out:
+    if isinstance(joined, JoinedChunk):
+        return per_row_rows(joined)
+    structs = joined.structs.to_pylist()
+    keep = joined.keep.to_pylist() if joined.keep is not None else [True] * len(structs)
+    return [
+        (i, None if s is None else (s["value"],), None)
+        for i, (s, k) in enumerate(zip(structs, keep, strict=True))
+        if k
+    ]
+
+
+def per_row_rows(joined: JoinedChunk) -> Out:
+    errors = joined.errors or [None] * len(joined.indices)
+    return list(zip(joined.indices, joined.rows, errors, strict=True))
+
+
+def counts(m: JoinMetrics) -> tuple[Any, ...]:
+    return (m.rows_in, m.rows_out, m.misses, m.null_keys, m.timeouts, dict(m.errors))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    chunks=st.lists(st.lists(KEYS, max_size=10), min_size=1, max_size=6),
+    data=st.dictionaries(st.integers(0, 12), ANSWER),
+    never=st.one_of(st.just(set()), st.sets(st.integers(0, 12), max_size=1)),
+    how=st.sampled_from(["left", "inner"]),
+    policy=st.sampled_from(["null", "drop", "error_column"]),
+    cached=st.booleans(),
+    retried=st.sampled_from([None, "errors", "misses"]),
+    capacity=st.integers(10, 40),
+    max_batch=st.integers(1, 6),
+)
+def test_lane_and_per_row_join_agree(
+    chunks: list[list[Any]],
+    data: dict[int, Any],
+    never: set[int],
+    how: str,
+    policy: str,
+    cached: bool,
+    retried: str | None,
+    capacity: int,
+    max_batch: int,
+) -> None:
+    if never:
+        max_batch = 1  # a call that never answers times out every key it carries
+    timeout = 0.2 if never else 5.0
+    size = max(1, capacity // 4)
+    pieces = [
+        (n, keys[start : start + size])
+        for n, keys in enumerate(chunks)
+        for start in range(0, max(len(keys), 1), size)
+    ]
+
+    def cache() -> LookupCache | None:
+        return LookupCache(max_rows=5, ttl=60) if cached else None
+
+    retry = None
+    if retried is not None:
+        on_result = retry_on_empty if retried == "misses" else None
+        retry = FixedDelayRetry(3, 0.01, retry_on_result=on_result)
+    reference = lookup_chunks(
+        pieces,
+        ColumnarFakeSource(data, never=never),
+        how=how,
+        on_error=policy,
+        cache=cache(),
+        capacity=capacity,
+        timeout=timeout,
+        max_batch=max_batch,
+    )
+    expected = [(c.tag, per_row_rows(c)) for c in reference]
+    metrics = JoinMetrics()
+    lane = ColumnarLane(
+        ColumnarFakeSource(data, never=never),
+        STRUCT,
+        how=how,
+        on_error=policy,
+        cache=cache(),
+        timeout=timeout,
+        capacity=capacity,
+        max_batch=max_batch,
+        metrics=metrics,
+        retry=retry,
+    )
+    got = [(j.tag, lane_rows(j)) for j in lane.run((t, pa.array(k, pa.int64())) for t, k in pieces)]
+    assert got == expected
+    assert counts(metrics) == counts(reference.function.statistics())

@@ -1,0 +1,156 @@
+"""The columnar Redis lookup gives every key the outcome ``lookup_many`` gives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from connectors.redis.arrow import decode_json
+from enrich.lookup.columnar import ColumnarAnswer, struct_rows
+from tests.redis.conftest import MakeLookup
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
+
+SCHEMA = "name string, n int, big bigint, score double, ratio float, ok boolean"
+STRUCT = pa.struct(
+    [
+        ("name", pa.string()),
+        ("n", pa.int32()),
+        ("big", pa.int64()),
+        ("score", pa.float64()),
+        ("ratio", pa.float32()),
+        ("ok", pa.bool_()),
+    ]
+)
+
+# Values where Arrow's reader and the per-value decoder could disagree; each must end
+# the same way on both paths.
+TRICKY: dict[str, bytes] = {
+    "plain": b'{"name": "Ada", "n": 1, "big": 9007199254740993, "score": 2, "ok": true}',
+    "extra": b'{"name": "x", "other": [1, {"deep": null}]}',
+    "unicode": b'{"name": "\\u00e9\\ud83d\\ude00"}',
+    "nulls": b'{"name": null, "n": null}',
+    "empty": b"{}",
+    "number_as_name": b'{"name": 42}',
+    "float_as_int": b'{"n": 3.0}',
+    "fraction_as_int": b'{"n": 3.5}',
+    "int_overflow": b'{"n": 2147483648}',
+    "text_as_int": b'{"n": "12"}',
+    "int_as_bool": b'{"ok": 1}',
+    "nan": b'{"score": NaN}',
+    "infinite": b'{"score": 1e400}',
+    "duplicate": b'{"name": "a", "name": "b"}',
+    "array": b'[{"name": "one"}, {"name": "two"}]',
+    "empty_array": b"[]",
+    "json_null": b"null",
+    "garbage": b"not json",
+    "two_objects": b'{"name": "a"} {"name": "b"}',
+    "pretty": b'{\n  "name": "p"\n}',
+    "leading_space": b' {"name": "s"}',
+    "bad_utf8": b'{"name": "\xff"}',
+    "object_as_name": b'{"name": {"x": 1}}',
+}
+
+
+def outcomes(keys: list[Any], answer: ColumnarAnswer) -> dict[Any, Any]:
+    rows = struct_rows(answer.rows)
+    out: dict[Any, Any] = {}
+    for i, key in enumerate(keys):
+        if i in answer.errors:
+            out[key] = ("error", type(answer.errors[i]).__name__, str(answer.errors[i]))
+        elif i in answer.multi:
+            out[key] = ("rows", answer.multi[i])
+        else:
+            out[key] = rows[i]
+    return out
+
+
+def expected(keys: list[Any], found: dict[Any, Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key in keys:
+        answer = found.get(key)
+        if isinstance(answer, BaseException):
+            out[key] = ("error", type(answer).__name__, str(answer))
+        elif isinstance(answer, list):
+            out[key] = ("rows", answer) if answer else None
+        else:
+            out[key] = answer
+    return out
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+async def test_every_value_ends_as_with_lookup_many(
+    make_lookup: MakeLookup,
+    redis_client: Any,
+    cluster_client: Any,
+    redis_cluster: Any,
+    redis_server: Any,
+    cluster: bool,
+) -> None:
+    store = cluster_client if cluster else redis_client
+    url = redis_cluster.url if cluster else redis_server.url
+    for name, value in TRICKY.items():
+        store.set(f"t:{name}", value)
+    store.set("t:wrong", "x")
+    store.delete("t:wrong")
+    store.rpush("t:wrong", "a list")  # MGET reads it as a miss
+    source = make_lookup(url, key_template="t:{}", value="json", schema=SCHEMA, cluster=cluster)
+    keys = [*TRICKY, "absent", "wrong"]
+    answer = await source.lookup_arrow(pa.array(keys), STRUCT)
+    assert len(answer) == len(keys)
+    assert outcomes(keys, answer) == expected(keys, dict(await source.lookup_many(keys)))
+    # Each tricky value alone in its request, too (bulk decode of one value).
+    for key in keys:
+        alone = await source.lookup_arrow(pa.array([key]), STRUCT)
+        assert outcomes([key], alone) == expected([key], dict(await source.lookup_many([key])))
+
+
+async def test_int_keys_are_rendered_like_the_template(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    for i in range(1200):
+        redis_client.set(f"user:{i}:v", f'{{"name": "u{i}", "n": {i}}}')
+    source = make_lookup(
+        redis_server.url, key_template="user:{}:v", value="json", schema=SCHEMA, max_batch=500
+    )
+    keys = pa.array(list(range(1250)), pa.int64())
+    answer = await source.lookup_arrow(keys, STRUCT)
+    assert answer.is_simple()
+    rows = struct_rows(answer.rows)
+    assert rows[7] == ("u7", 7, None, None, None, None)
+    assert rows[1199][:2] == ("u1199", 1199)
+    assert rows[1200:] == [None] * 50  # misses
+
+
+async def test_hash_values_take_the_per_key_decoder(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    redis_client.hset("h:1", mapping={"name": "Ada", "n": "5"})
+    redis_client.hset("h:2", mapping={"n": "five"})
+    source = make_lookup(redis_server.url, key_template="h:{}", value="hash", schema=SCHEMA)
+    keys = ["1", "2", "3"]
+    answer = await source.lookup_arrow(pa.array(keys), STRUCT)
+    assert outcomes(keys, answer) == expected(keys, dict(await source.lookup_many(keys)))
+    assert 1 in answer.errors and "field 'n'" in str(answer.errors[1])
+
+
+async def test_bulk_decoding_matches_per_value_decoding_without_a_server() -> None:
+    from connectors.redis import RedisLookup
+
+    source = RedisLookup("redis://localhost:1/0", key_template="t:{}", value="json", schema=SCHEMA)
+    values = [*TRICKY.values(), None]
+    redis_keys = [f"t:{n}".encode() for n in [*TRICKY, "absent"]]
+    answer = decode_json(values, redis_keys, source._settings, source.schema, STRUCT)
+    bad = {i for i in answer.errors}
+    names = list(TRICKY)
+    assert {names[i] for i in bad} >= {"garbage", "nan", "infinite", "bad_utf8", "fraction_as_int"}
+    assert struct_rows(answer.rows)[names.index("float_as_int")] == (
+        None,
+        3,
+        None,
+        None,
+        None,
+        None,
+    )
