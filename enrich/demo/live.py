@@ -10,6 +10,7 @@ rows is shown: a hit, a miss, a null key, and a row under the error policy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -106,7 +107,15 @@ def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: 
             _watch(query, duration)
             _finish_batch(query)
         except KeyboardInterrupt:
-            print("\n   Ctrl-C: stopping the query ...", flush=True)
+            print(
+                "\n   Ctrl-C: stopping the query after the micro-batch in progress "
+                "(Ctrl-C again: at once) ...",
+                flush=True,
+            )
+            # A stop in the middle of a batch makes its Python workers print tracebacks
+            # of the closed sockets; one more second or two is cheaper than that noise.
+            with contextlib.suppress(KeyboardInterrupt):
+                _finish_batch(query, limit=30.0, rows=False)
         # A task cancelled by stop() is logged at ERROR with a stack trace: not news here.
         spark.sparkContext.setLogLevel("OFF")
         query.stop()
@@ -180,12 +189,12 @@ def _watch(query: Any, duration: float) -> None:
             live.update(table())
 
 
-def _finish_batch(query: Any, limit: float = 60.0) -> None:
-    """Wait (up to ``limit`` s) until a micro-batch has committed and none is running, so
-    that the sample has rows and the stop interrupts no batch."""
+def _finish_batch(query: Any, limit: float = 60.0, rows: bool = True) -> None:
+    """Wait (up to ``limit`` s) until no micro-batch is running and, with ``rows``, one has
+    committed rows, so that the sample has rows and the stop interrupts no batch."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and query.isActive:
-        committed = any(int(p.get("numInputRows", 0)) for p in query.recentProgress)
+        committed = not rows or any(int(p.get("numInputRows", 0)) for p in query.recentProgress)
         if committed and not query.status.get("isTriggerActive", False):
             return
         time.sleep(0.1)
