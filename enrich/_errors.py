@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .engine.checks import short
+
 
 class EnrichError(Exception):
     """Base class of every error raised by spark-enrich.
@@ -46,7 +48,7 @@ class LookupTimeout(EnrichError, TimeoutError):
 
     def __init__(self, value: Any, timeout: float, attempts: int = 1) -> None:
         super().__init__(
-            f"record {_short(value)} timed out after {timeout:g}s ({attempts} attempt(s))"
+            f"record {short(value)} timed out after {timeout:g}s ({attempts} attempt(s))"
         )
         self.value = value
         self.timeout = timeout
@@ -129,8 +131,3 @@ class SchemaError(EnrichError, ValueError):
 
 def _rebuild(cls: type[Exception], message: str, fields: dict[str, Any]) -> Exception:
     return cls(message, **fields)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

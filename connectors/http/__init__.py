@@ -42,29 +42,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
-import yarl
-from asyncio_throttle.throttler import Throttler
 
 from connectors.loop_local import LoopLocal
 from enrich import DecodeError, LookupFailed, Schema
+from enrich.engine.checks import short
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
 from . import body
-from .errors import (
-    parse_retry_after,
-    redirect_error,
-    status_error,
-    too_large_error,
-    transport_error,
-)
+from .pool import Pool
+from .request import send
 from .settings import (
     DEFAULT_FOLLOW_REDIRECTS,
     DEFAULT_MAX_BATCH,
@@ -79,9 +70,6 @@ from .url import MASK, KeyShapeError
 
 __all__ = ("HttpLookup",)
 
-# The throttle lets through at most a tenth of a second's worth of requests at once, so a
-# rate limit is smooth at the scale a server notices, not one burst per second.
-_BURST_WINDOW = 0.1
 _REGISTRY = "connectors.http"
 
 _log = logging.getLogger(__name__)
@@ -181,8 +169,8 @@ class HttpLookup:
             f"POST {settings.batch.redacted()}" if settings.batch is not None else ""
         )
         self._fields = dict(settings.fields) if settings.fields else None
-        self._pools: LoopLocal[_Pool] = LoopLocal(
-            _REGISTRY, settings, functools.partial(_Pool.open, settings), _Pool.is_open
+        self._pools: LoopLocal[Pool] = LoopLocal(
+            _REGISTRY, settings, functools.partial(Pool.open, settings), Pool.is_open
         )
 
     # -- the LookupSource protocol ------------------------------------------------------
@@ -246,19 +234,21 @@ class HttpLookup:
 
     # -- per-key mode -------------------------------------------------------------------
 
-    async def _lookup_one(self, pool: _Pool, key: Any) -> Any:
+    async def _lookup_one(self, pool: Pool, key: Any) -> Any:
         settings = self._settings
         try:
             url = settings.template.expand(key)
         except KeyShapeError as exc:
             return LookupFailed(
-                f"{self._target()} for key {body.short(key)}: {exc}",
+                f"{self._target()} for key {short(key)}: {exc}",
                 key=key,
                 kind="key",
                 retryable=False,
             )
         try:
-            payload = await self._send(pool, settings.method, url, key=key, data=None)
+            payload = await send(
+                pool, settings, settings.method, url, key=key, data=None, target=self._key_target
+            )
         except LookupFailed as exc:
             _log.debug("lookup failed: %s", exc)
             return exc
@@ -267,12 +257,12 @@ class HttpLookup:
         try:
             return self._rows(body.loads(payload, self.schema.loads))
         except DecodeError as exc:
-            _log.debug("%s for key %s: %s", self._target(), body.short(key), exc)
+            _log.debug("%s for key %s: %s", self._target(), short(key), exc)
             return exc
 
     # -- batch mode ---------------------------------------------------------------------
 
-    async def _lookup_batches(self, pool: _Pool, keys: Sequence[Any]) -> dict[Any, Any]:
+    async def _lookup_batches(self, pool: Pool, keys: Sequence[Any]) -> dict[Any, Any]:
         size = self._settings.max_batch
         chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
         outcomes = await asyncio.gather(*(self._lookup_chunk(pool, chunk) for chunk in chunks))
@@ -288,18 +278,20 @@ class HttpLookup:
         return result
 
     async def _lookup_chunk(
-        self, pool: _Pool, chunk: Sequence[Any]
+        self, pool: Pool, chunk: Sequence[Any]
     ) -> dict[Any, Any] | LookupFailed | DecodeError:
         batch = self._settings.batch
         assert batch is not None
         data = body.dumps([list(key) if isinstance(key, tuple) else key for key in chunk])
         try:
-            payload = await self._send(pool, "POST", batch.url(), key=None, data=data)
+            target = self._target(batch=True)
+            payload = await send(
+                pool, self._settings, "POST", batch.url(), key=None, data=data, target=target
+            )
             answer = body.loads(payload or b"null", self.schema.loads)
             if not isinstance(answer, Mapping):
                 raise DecodeError(
-                    f"batch answer must be a JSON object keyed by str(key), "
-                    f"got {body.short(answer)}",
+                    f"batch answer must be a JSON object keyed by str(key), got {short(answer)}",
                     value=answer,
                 )
         except (LookupFailed, DecodeError) as exc:
@@ -313,64 +305,6 @@ class HttpLookup:
                 result[key] = exc
         return result
 
-    # -- one request --------------------------------------------------------------------
-
-    async def _send(
-        self, pool: _Pool, method: str, url: yarl.URL, *, key: Any, data: bytes | None
-    ) -> bytes | None:
-        """One attempt: a 2xx body, or None for a per-key miss (404, 204).
-
-        Redirects are followed here, not by aiohttp, and only as ``follow_redirects``
-        allows: aiohttp would carry the session's headers (an API key) to any host.
-
-        Raises:
-            LookupFailed: any other status, a refused redirect, a body over
-                ``max_value_bytes``, a timeout or a connection error.
-        """
-        settings = self._settings
-        target = self._target(batch=data is not None)
-        async with pool.slots:
-            if pool.throttler is not None:
-                await pool.throttler.acquire()
-            try:
-                for hops in range(_MAX_REDIRECTS + 1):
-                    async with pool.session.request(
-                        method,
-                        url,
-                        data=data,
-                        headers=_JSON if data is not None else None,
-                        allow_redirects=False,
-                    ) as response:
-                        status = response.status
-                        if 200 <= status < 300 and status != 204:
-                            return await body.read_bounded(response, settings.max_value_bytes)
-                        await body.drain(response)
-                        if key is not None and status in (404, 204):
-                            return None
-                        if 300 <= status < 400 and "Location" in response.headers:
-                            location = response.headers["Location"]
-                            to, why = _redirect(url, location, settings, hops)
-                            if to is None or why is not None:
-                                shown = location if to is None else str(to)
-                                raise redirect_error(
-                                    status, shown, target=target, key=key, why=why or ""
-                                )
-                            url = to
-                            if status == 303 or (status in (301, 302) and method == "POST"):
-                                method, data = "GET", None  # as browsers and curl do
-                            continue
-                        retry_after = parse_retry_after(
-                            response.headers.get("Retry-After"), time.time()
-                        )
-                        raise status_error(status, target=target, key=key, retry_after=retry_after)
-            except body.TooLarge as exc:
-                raise too_large_error(
-                    settings.max_value_bytes, target=target, key=key, declared=exc.declared
-                ) from None
-            except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
-                raise transport_error(exc, target=target, key=key) from exc
-        raise AssertionError("unreachable: the loop returns or raises")
-
     def _rows(self, document: Any) -> body.Rows:
         return body.to_rows(document, self.schema, path=self._settings.path, fields=self._fields)
 
@@ -380,7 +314,7 @@ class HttpLookup:
 
     # -- the process's session ----------------------------------------------------------
 
-    def _pool(self) -> _Pool:
+    def _pool(self) -> Pool:
         # An aiohttp session belongs to the loop it was created on. In production that is
         # the one runtime loop of the process, but tests (pytest-asyncio: a loop per test)
         # and drivers calling asyncio.run() use several, so each loop gets its own session.
@@ -428,64 +362,6 @@ class HttpLookup:
         if s.fields:
             parts.append(f"fields={ {name: '.'.join(p) for name, p in s.fields}!r}")
         return f"HttpLookup({', '.join(parts)})"
-
-
-_JSON = {"Content-Type": "application/json"}
-_MAX_REDIRECTS = 5
-
-
-def _redirect(
-    url: yarl.URL, location: str, settings: Settings, hops: int
-) -> tuple[yarl.URL | None, str | None]:
-    """Where a redirect points (None: nowhere readable), and why it is refused (None: follow)."""
-    try:
-        target = url.join(yarl.URL(location))
-    except ValueError:
-        return None, "the Location header is not a URL"
-    if settings.follow_redirects == "never":
-        return target, "follow_redirects='never'"
-    if target.scheme != url.scheme or target.host != url.host or target.port != url.port:
-        return target, "another origin: configured headers never leave the origin"
-    if hops >= _MAX_REDIRECTS:
-        return target, f"more than {_MAX_REDIRECTS} redirects"
-    return target, None
-
-
-class _Throttle(Protocol):
-    """The part of ``asyncio_throttle.Throttler`` we use (the library has no annotations)."""
-
-    async def acquire(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Pool:
-    """A process's live resources for one source on one loop."""
-
-    loop: asyncio.AbstractEventLoop
-    session: aiohttp.ClientSession
-    slots: asyncio.Semaphore
-    throttler: _Throttle | None
-
-    @classmethod
-    def open(cls, settings: Settings, loop: asyncio.AbstractEventLoop) -> _Pool:
-        # The semaphore matches the connector's limit so requests wait here, before the
-        # timeout starts, rather than inside aiohttp where waiting counts against it.
-        connector = aiohttp.TCPConnector(limit=settings.max_connections)
-        session = aiohttp.ClientSession(
-            connector=connector,
-            headers=dict(settings.headers),
-            timeout=aiohttp.ClientTimeout(total=settings.timeout),
-        )
-        throttler: _Throttle | None = None
-        if settings.rate_limit is not None:
-            burst = max(1, math.floor(settings.rate_limit * _BURST_WINDOW))
-            throttler = Throttler(rate_limit=burst, period=burst / settings.rate_limit)
-        return cls(loop, session, asyncio.Semaphore(settings.max_connections), throttler)
-
-    @staticmethod
-    def is_open(pool: _Pool) -> bool:
-        """Whether the pool may serve (its session was not closed behind our back)."""
-        return not pool.session.closed
 
 
 async def _gather_dict(keys: Sequence[Any], calls: Sequence[Any]) -> dict[Any, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from enrich import DecodeError, Schema
-from enrich.lookup.schema import short as _short
+from enrich.engine.checks import short
 
 Path = tuple[str, ...]
 Rows = tuple[Any, ...] | list[tuple[Any, ...]] | None
@@ -172,8 +172,3 @@ def _row(document: Any, schema: Schema, fields: Mapping[str, Path] | None) -> tu
             value=document,
         )
     return schema.coerce({name: pick(document, fields.get(name, (name,))) for name in schema.names})
-
-
-def short(value: Any) -> str:
-    """``value``'s repr shortened for a message (reprlib)."""
-    return _short(value)

@@ -35,6 +35,7 @@ import aiohttp
 
 from connectors.masking import mask_url
 from enrich import LookupFailed, SourceUnavailable
+from enrich.engine.checks import short
 
 _AUTH_STATUSES = frozenset({401, 403, 407})
 
@@ -133,9 +134,4 @@ def transport_error(exc: BaseException, *, target: str, key: Any) -> LookupFaile
 
 
 def _where(target: str, key: Any) -> str:
-    return target if key is None else f"{target} for key {_short(key)}"
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return target if key is None else f"{target} for key {short(key)}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -11,6 +10,7 @@ from typing import Literal
 import aiohttp
 
 from enrich import Schema
+from enrich.engine.checks import check_int, check_positive
 
 from . import body
 from .url import MASK, UrlTemplate
@@ -95,14 +95,14 @@ class Settings:
             headers=header_items,
             has_auth=auth is not None,
             batch=batch,
-            max_batch=_positive_int("max_batch", max_batch),
-            rate_limit=None if rate_limit is None else _positive_float("rate_limit", rate_limit),
-            max_connections=_positive_int("max_connections", max_connections),
-            timeout=_positive_float("timeout", timeout),
+            max_batch=check_int("max_batch", max_batch, rule="> 0"),
+            rate_limit=None if rate_limit is None else check_positive("rate_limit", rate_limit),
+            max_connections=check_int("max_connections", max_connections, rule="> 0"),
+            timeout=check_positive("timeout", timeout),
             path=body.parse_path(path, name="path"),
             fields=_check_fields(fields, schema),
             follow_redirects=_redirect_policy(follow_redirects),
-            max_value_bytes=_positive_int("max_value_bytes", max_value_bytes),
+            max_value_bytes=check_int("max_value_bytes", max_value_bytes, rule="> 0"),
         )
 
 
@@ -149,20 +149,3 @@ def _check_fields(
             raise ValueError(f"fields: {name!r} is not a schema field {list(schema.names)}")
         out.append((name, body.parse_path(path, name=f"fields[{name!r}]") or (name,)))
     return tuple(out)
-
-
-def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be an int > 0, got {value!r}")
-    return value
-
-
-def _positive_float(name: str, value: float) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)

@@ -16,7 +16,7 @@ from typing import Any
 from redis.crc import key_slot
 
 from enrich import DecodeError, Schema
-from enrich.lookup.schema import short
+from enrich.engine.checks import short
 
 from .config import LookupSettings, ValueFormat
 
@@ -133,7 +133,7 @@ def _decode_json_reply(command: Command, reply: Any, schema: Schema) -> dict[Any
 
 def _not_json(redis_key: bytes, raw: bytes, exc: ValueError) -> DecodeError:
     return DecodeError(
-        f"redis key {redis_key!r}: value is not valid JSON ({exc}): {_short(raw)}",
+        f"redis key {redis_key!r}: value is not valid JSON ({exc}): {short(raw)}",
         value=raw,
     )
 
@@ -193,7 +193,3 @@ def _in_key(redis_key: bytes, exc: DecodeError) -> DecodeError:
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _short(raw: bytes) -> str:
-    return short(raw)

@@ -9,7 +9,6 @@ of every ``repr()`` and message by :mod:`connectors.masking`.
 from __future__ import annotations
 
 import codecs
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -17,6 +16,7 @@ from typing import Any
 
 from connectors.templates import SlotError, split_slots
 from enrich import Schema
+from enrich.engine.checks import check_int, check_positive
 
 from .endpoint import DEFAULT_PORT, Endpoint
 
@@ -176,21 +176,12 @@ class LookupSettings:
 
 def positive_int(name: str, value: Any) -> int:
     """``value`` if it is an int >= 1, else ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
+    return check_int(name, value)
 
 
 def positive_seconds(name: str, value: Any) -> float:
     """``value`` as a float if it is a finite number > 0, else ``ValueError``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
-    return float(value)
+    return check_positive(name, value, "a number of seconds")
 
 
 def value_format(value: Any, schema: Schema) -> ValueFormat:

@@ -103,8 +103,8 @@ class CoroutineInvoker(Invoker):
         # the at-once case without a call (`./scripts/dev bench operator` shows both).
         op = self._op
         queue = op.queue
-        ready = op.ready
-        out = op.out
+        ready = op.output.ready
+        out = op.output.out
         start = self._runner.start
         invoke = self._func.invoke
         at_once = op.retry is None and op.weigh is None
@@ -166,7 +166,7 @@ def _count(op: Operator, done: int) -> int:
     """Add ``done`` records that left at once to the operator's counters; returns 0."""
     if done:
         op.completed += done
-        op.out_units += done
+        op.output.out_units += done
         if op.in_flight >= op.peak:
             op.peak = op.in_flight + 1
     return 0

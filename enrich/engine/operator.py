@@ -5,10 +5,10 @@ Every method runs on the operator's loop thread (the "mailbox"), except
 state here needs a lock.
 
 The operator owns the records' completion: the first outcome wins, retries, timeouts,
-errors, the result queue and the output. How a call starts is the invoker's job
+errors and the result queue. How a call starts is the invoker's job
 (:mod:`.invoke`, chosen once per run from the function's style); deadline and retry
 timers are kept by :class:`~.timers.Timers` on the injected clock; when a retry starts
-is the retry strategy's to say.
+is the retry strategy's to say; what may leave waits in an :class:`~.output.Output`.
 
 Outputs are handed to the consumer once per loop iteration, so the per-record cost is
 the call itself plus a few attribute writes; each record still has its own timeout,
@@ -28,6 +28,7 @@ from .clock import Clock
 from .function import AsyncFunction, ResultFuture, has_default_error_handler, has_default_timeout
 from .invoke import invoker_for
 from .model import OperatorStatistics, OutputMode, Watermark
+from .output import Output
 from .queue import Entry, OrderedQueue, Partial, UnorderedQueue
 from .retry import RetryStrategy
 from .runtime import maybe_await
@@ -97,13 +98,7 @@ class Operator:
         self._post = post
         self._timers = Timers(clock, timeout, self._expire, self._restart)
         self._invoker = invoker_for(func, self, loop)
-        # What may leave, in this order: ``out``, the outputs of records that finished
-        # at once with nothing ahead of them (they never entered the queue; ``out_units``
-        # is the capacity they held), then ``ready``: entries, whole outputs of records
-        # done at once behind those, and Partials.
-        self.out: list[Any] = []
-        self.out_units = 0
-        self.ready: list[Any] = []
+        self.output = Output()
         self._flush_scheduled = False
         self._input_done = False
         self._closing = False
@@ -166,7 +161,7 @@ class Operator:
         if isinstance(value, Watermark):
             entry.weight = 1
             entry.outputs = [value]
-            self.queue.put_watermark(entry, self.ready)
+            self.queue.put_watermark(entry, self.output.ready)
             return None
         entry.group = group
         group.entries.append(entry)
@@ -180,11 +175,12 @@ class Operator:
     def left_at_once(self, value: Any, outputs: list[Any]) -> None:
         """A record finished in its first step with nothing ahead of it: its outputs
         leave without an entry, a queue slot or completion bookkeeping."""
-        if self.weigh is None and not self.ready:
-            self.out.extend(outputs)
-            self.out_units += 1
+        output = self.output
+        if self.weigh is None and not output.ready:
+            output.out.extend(outputs)
+            output.out_units += 1
         else:
-            self.ready.append(Partial(outputs, self.weigh(value) if self.weigh else 1))
+            output.ready.append(Partial(outputs, self.weigh(value) if self.weigh else 1))
         self.completed += 1
         if self.in_flight >= self.peak:
             self.peak = self.in_flight + 1
@@ -207,7 +203,7 @@ class Operator:
             return  # the record moved on: its final completion carries its outputs
         units = max(0, min(int(units), entry.weight))
         entry.weight -= units
-        self.queue.released(entry, Partial(list(outputs), units), self.ready)
+        self.queue.released(entry, Partial(list(outputs), units), self.output.ready)
         self._schedule_flush()
 
     def on_task_done(self, entry: Entry, attempt: int, task: asyncio.Task[Any]) -> None:
@@ -274,7 +270,7 @@ class Operator:
         group.pending -= 1
         if group.pending == 0:
             self._timers.settled(group)
-        self.queue.completed(entry, self.ready)
+        self.queue.completed(entry, self.output.ready)
         self._schedule_flush()
 
     # -- retries and timeouts ---------------------------------------------------------
@@ -325,39 +321,20 @@ class Operator:
     # -- output and shutdown --------------------------------------------------------------
 
     def _schedule_flush(self) -> None:
-        if self.ready and not self._flush_scheduled:
+        if self.output.ready and not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        ready = self.ready
-        if (ready or self.out_units) and self.failed is None:
-            outputs = self.out
-            freed = self.out_units
-            self.out = []
-            self.out_units = 0
-            self.ready = []
-            records = 0
-            for item in ready:
-                kind = type(item)
-                if kind is list:
-                    outputs.extend(item)
-                    freed += 1
-                elif kind is Partial:
-                    outputs.extend(item.outputs)
-                    freed += item.units
-                else:
-                    outputs.extend(item.outputs)
-                    freed += item.weight
-                    if item.group is not None:
-                        records += 1
+        if not self.output.is_empty() and self.failed is None:
+            outputs, freed, records = self.output.take()
             self.in_flight -= records
             self._post(("emit", outputs, freed))
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        idle = len(self.queue) == 0 and not self.ready and not self.out_units
+        idle = len(self.queue) == 0 and self.output.is_empty()
         if idle and self._input_done and not self._closing and self.failed is None:
             self._shut_down(None)
 

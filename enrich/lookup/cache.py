@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.checks import check_int, check_seconds
 from ..engine.runtime import process_local
 
 # What a cached miss holds, to tell it apart from an absent key.
@@ -68,18 +69,10 @@ class LookupCache:
     def __post_init__(self) -> None:
         if self.max_rows is None and self.ttl is None:
             raise ValueError("a LookupCache needs max_rows or ttl (or both): eviction is mandatory")
-        if self.max_rows is not None and (
-            isinstance(self.max_rows, bool)
-            or not isinstance(self.max_rows, int)
-            or self.max_rows < 1
-        ):
-            raise ValueError(f"max_rows must be an int >= 1 or None, got {self.max_rows!r}")
-        for name in ("ttl", "ttl_missing"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
-            ):
-                raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
+        if self.max_rows is not None:
+            check_int("max_rows", self.max_rows, rule=">= 1 or None")
+        check_seconds("ttl", self.ttl)
+        check_seconds("ttl_missing", self.ttl_missing)
 
     def storage(self, scope: Hashable) -> CacheStore:
         """This process's store for this cache and ``scope`` (the source it caches)."""

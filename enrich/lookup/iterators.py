@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import DecodeError
 from ..engine.clock import Clock
@@ -90,14 +90,19 @@ def join_chunks(
 ) -> AsyncWaitIterator:
     """:func:`lookup_chunks` with its settings already built (what the entry points and
     Spark's workers call)."""
+    return _start(AsyncWaitIterator, _checked(chunks, settings.chunk_rows), source, settings, clock)
+
+
+_It = TypeVar("_It", AsyncWaitIterator, AsyncWaitAsyncIterator)
+
+
+def _start(
+    kind: type[_It], chunks: Any, source: LookupSource, settings: JoinSettings, clock: Clock | None
+) -> _It:
+    """The one setup of both twins: the join, and the iterator of ``kind`` driving it
+    over ``chunks`` (already checked against the chunk size), weighing chunks by rows."""
     join = LookupJoin.from_settings(source, settings, clock=clock)
-    it = AsyncWaitIterator(
-        _checked(chunks, settings.chunk_rows),
-        join,
-        settings=settings.operator(),
-        clock=clock,
-        weigh=_chunk_weight,
-    )
+    it = kind(chunks, join, settings=settings.operator(), clock=clock, weigh=_chunk_weight)
     it.function = join
     return it
 
@@ -134,16 +139,8 @@ def lookup_chunks_async(
         retry=retry,
         max_batch=max_batch,
     )
-    join = LookupJoin.from_settings(source, settings, clock=clock)
-    it = AsyncWaitAsyncIterator(
-        _checked_async(chunks, settings.chunk_rows),
-        join,
-        settings=settings.operator(),
-        clock=clock,
-        weigh=_chunk_weight,
-    )
-    it.function = join
-    return it
+    checked = _checked_async(chunks, settings.chunk_rows)
+    return _start(AsyncWaitAsyncIterator, checked, source, settings, clock)
 
 
 def lookup_rows(

@@ -22,7 +22,7 @@ from itertools import chain
 from typing import Any
 
 from .._errors import DecodeError
-from ..engine.settings import shown
+from ..engine.checks import short
 
 PART_TYPES = frozenset({str, int, bytes})
 _SCALAR_KEYS = PART_TYPES | {type(None)}
@@ -104,7 +104,7 @@ def _part(value: Any, row: int, field: tuple[str, str | None]) -> Any:
     label, name = field
     return BadKey(
         DecodeError(
-            f"row {row}: {label} is a {type(value).__name__} ({shown(value)}); {_RULE}",
+            f"row {row}: {label} is a {type(value).__name__} ({short(value)}); {_RULE}",
             field=name,
             value=value,
         )

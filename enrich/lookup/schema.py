@@ -12,11 +12,11 @@ never fails a job.
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Union
 
 from .._errors import DecodeError, SchemaError
+from ..engine.checks import short
 from .coerce import ERRORS, Converter, Unfit, converter, has_decimal, json_loads, native
 from .ddl import parse_fields
 from .types import Field, check_unique
@@ -24,17 +24,6 @@ from .types import Field, check_unique
 __all__ = ("Field", "Schema", "SchemaLike", "short")
 
 SchemaLike = Union["Schema", str, Mapping[str, Any], Iterable[tuple[str, Any]]]
-
-_repr = reprlib.Repr()
-_repr.maxstring = 60
-_repr.maxother = 60
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = 6
-
-
-def short(value: Any) -> str:
-    """``repr(value)`` shortened for an error message (reprlib: long strings, bytes and
-    containers are cut in the middle or after a few items)."""
-    return _repr.repr(value)
 
 
 class Schema:

@@ -12,19 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.checks import check_choice, check_instance, check_int, check_seconds, short
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.settings import (
-    DEFAULT_CAPACITY,
-    DEFAULT_TIMEOUT,
-    WaitSettings,
-    check_choice,
-    check_instance,
-    check_int,
-    check_mode,
-    check_seconds,
-    shown,
-)
+from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
 from .cache import LookupCache
 
 HOWS = ("left", "inner")
@@ -140,12 +131,12 @@ def _check_on(on: Any) -> tuple[str, ...]:
         or not names
         or not all(isinstance(name, str) and name for name in names)
     ):
-        raise ValueError(f"on must be a column name or a list of them, got {shown(on)}")
+        raise ValueError(f"on must be a column name or a list of them, got {short(on)}")
     return tuple(names)
 
 
 def _check_str(name: str, value: Any, *, empty: bool) -> str:
     if not isinstance(value, str) or not (empty or value):
         what = "a str" if empty else "a non-empty str"
-        raise ValueError(f"{name} must be {what}, got {shown(value)}")
+        raise ValueError(f"{name} must be {what}, got {short(value)}")
     return value

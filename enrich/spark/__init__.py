@@ -52,6 +52,7 @@ from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
 from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
+from .data_sources import register_data_sources as register_data_sources
 from .keys import check_key_columns
 from .metrics import (
     EnrichMetricsListener,

@@ -1,0 +1,34 @@
+"""Registration of the Redis data sources ("redis-stream" source, "redis" sink)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyspark
+
+NEEDED = (4, 0)
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = [*text.split("."), "0"][:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def register_data_sources(spark: Any) -> None:
+    """Register the formats ``"redis-stream"`` (a replayable source) and ``"redis"``
+    (an idempotent or transactional sink) with ``spark``.
+
+    Raises:
+        RuntimeError: pyspark is older than 4.0, which has no Python Data Source API for
+            streaming.
+    """
+    if _version(pyspark.__version__) < NEEDED:
+        raise RuntimeError(
+            f"the Redis data sources need Spark 4.0 or newer (Python Data Source API); "
+            f"this is pyspark {pyspark.__version__}"
+        )
+    from .redis_sink import RedisSinkDataSource
+    from .streams import RedisStreamDataSource
+
+    spark.dataSource.register(RedisStreamDataSource)
+    spark.dataSource.register(RedisSinkDataSource)

@@ -1,0 +1,161 @@
+"""Two-phase commit on one Redis: staging lists, and the Lua script that publishes them.
+
+Key layout of a writer (``identity`` from :class:`~enrich.spark.sink_rows.SinkSettings`)::
+
+    enrich:sink:<identity>:committed                    last committed batch id (string)
+    enrich:sink:<identity>:staging                      set of this writer's staging lists
+    enrich:sink:<identity>:staging:<batch>:<part>:<attempt>   one task attempt's operations
+
+Readers of the target never see staging lists: they hold encoded operations under this
+private prefix, not entries or keys of the target. :data:`COMMIT_SCRIPT` runs as one
+Redis script, so it is atomic: either every operation of the batch and the new marker
+take effect, or none does. A batch id at or below the marker is skipped (its staging is
+only deleted). Every run of the script also deletes the staging of earlier batches and
+of other attempts of this batch: what crashed attempts left behind.
+
+Needs a standalone Redis (or a cluster client that routes every key to one node): a
+script may only touch keys of one node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PREFIX = "enrich:sink"
+PAGE = 1000  # staged operations read per LRANGE inside the script
+
+
+def marker_key(identity: str) -> str:
+    return f"{PREFIX}:{identity}:committed"
+
+
+def index_key(identity: str) -> str:
+    return f"{PREFIX}:{identity}:staging"
+
+
+def staging_prefix(identity: str) -> str:
+    return f"{PREFIX}:{identity}:staging:"
+
+
+def staging_key(identity: str, batch: str, partition: int, attempt: int) -> str:
+    """The staging list of one task attempt; ``batch`` is a batch id or a write token."""
+    return f"{staging_prefix(identity)}{batch}:{partition}:{attempt}"
+
+
+# KEYS: marker, index, staging lists of the batch.
+# ARGV: batch id ("" for a batch write: no marker), staging prefix, this batch's own
+# staging prefix (other attempts of it are cleaned), page size.
+COMMIT_SCRIPT = """
+local batch = tonumber(ARGV[1])
+local skipped = 0
+local applied = 0
+if batch then
+  local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
+  if batch <= last then skipped = 1 end
+end
+local page = tonumber(ARGV[4])
+if skipped == 0 then
+  for i = 3, #KEYS do
+    local n = redis.call('LLEN', KEYS[i])
+    local pos = 0
+    while pos < n do
+      for _, item in ipairs(redis.call('LRANGE', KEYS[i], pos, pos + page - 1)) do
+        local op = cjson.decode(item)
+        local kind, key = op[1], op[2]
+        if kind == 'x' then
+          redis.call('XADD', key, '*', unpack(op, 3))
+        elseif kind == 'h' then
+          redis.call('DEL', key)
+          if #op > 2 then redis.call('HSET', key, unpack(op, 3)) end
+        elseif kind == 's' then
+          redis.call('SET', key, op[3])
+        else
+          return redis.error_reply('unknown staged operation ' .. tostring(kind))
+        end
+        applied = applied + 1
+      end
+      pos = pos + page
+    end
+  end
+  if batch then redis.call('SET', KEYS[1], ARGV[1]) end
+end
+for i = 3, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('SREM', KEYS[2], KEYS[i])
+end
+local cleaned = 0
+local prefix_len = string.len(ARGV[2])
+for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local own = string.sub(member, 1, string.len(ARGV[3])) == ARGV[3]
+  local b = tonumber(string.match(string.sub(member, prefix_len + 1), '^(%d+):'))
+  if own or (batch and b and b <= batch) then
+    redis.call('DEL', member)
+    redis.call('SREM', KEYS[2], member)
+    cleaned = cleaned + 1
+  end
+end
+return {skipped, applied, cleaned}
+"""
+
+# KEYS: index, staging lists named in the messages. ARGV: this batch's staging prefix.
+ABORT_SCRIPT = """
+for i = 2, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('SREM', KEYS[1], KEYS[i])
+end
+for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if string.sub(member, 1, string.len(ARGV[1])) == ARGV[1] then
+    redis.call('DEL', member)
+    redis.call('SREM', KEYS[1], member)
+  end
+end
+return 0
+"""
+
+
+def commit(
+    client: Any, identity: str, batch: str, staged: list[str], *, marked: bool
+) -> tuple[bool, int, int]:
+    """Publish the staged lists of ``batch`` atomically.
+
+    Args:
+        client: a synchronous redis client.
+        identity: the writer's identity.
+        batch: the batch id (streaming) or the write's token (batch writes).
+        staged: the staging lists of the batch's successful task attempts.
+        marked: whether to check and advance the committed-batch marker (streaming).
+
+    Returns:
+        ``(skipped, operations applied, leftover staging lists deleted)``; ``skipped``
+        is true when ``batch`` was already committed.
+    """
+    result = client.eval(
+        COMMIT_SCRIPT,
+        2 + len(staged),
+        marker_key(identity),
+        index_key(identity),
+        *staged,
+        batch if marked else "",
+        staging_prefix(identity),
+        f"{staging_prefix(identity)}{batch}:",
+        PAGE,
+    )
+    skipped, applied, cleaned = (int(x) for x in result)
+    return bool(skipped), applied, cleaned
+
+
+def abort(client: Any, identity: str, batch: str, staged: list[str]) -> None:
+    """Delete the staging of ``batch``; never touches anything already published."""
+    client.eval(
+        ABORT_SCRIPT,
+        1 + len(staged),
+        index_key(identity),
+        *staged,
+        f"{staging_prefix(identity)}{batch}:",
+    )
+
+
+def committed_batch(client: Any, identity: str) -> int | None:
+    """The last batch id committed by ``identity``, or None."""
+    value = client.get(marker_key(identity))
+    return None if value is None else int(value)

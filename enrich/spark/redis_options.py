@@ -1,0 +1,82 @@
+"""What the Redis data sources share: option reading and a masked, synchronous connection.
+
+Data source options arrive as strings (Spark lower-cases their names). Each is read once,
+on the driver, into a frozen value that is pickled to the executors; a bad option raises
+``ValueError`` naming the option and the value. The ``url`` option may carry a password:
+it is only ever shown through :func:`masked`, and Spark itself redacts options named like
+``url`` in query plans (``spark.sql.redaction.options.regex``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from connectors.masking import mask_url
+from connectors.redis.endpoint import Endpoint
+
+if TYPE_CHECKING:  # redis is imported where a connection is opened, on the workers
+    import redis
+
+# A socket timeout long enough for a Lua commit of a large batch, short enough that a
+# dead server fails a task instead of hanging it.
+SOCKET_TIMEOUT = 60.0
+
+
+def required(options: Mapping[str, str], name: str, fmt: str) -> str:
+    """The option ``name``, or a ``ValueError`` saying how to set it."""
+    value = options.get(name)
+    if value is None or not str(value).strip():
+        raise ValueError(f'the {fmt!r} data source needs .option("{name}", ...)')
+    return str(value)
+
+
+def positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """An optional positive integer option (``default`` when absent)."""
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(str(text))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"option {name} must be a positive integer, got {text!r}")
+    return value
+
+
+def endpoint(url: str) -> Endpoint:
+    """The endpoint of a ``redis://`` / ``rediss://`` URL (errors mask the password)."""
+    where = Endpoint.parse(url, cluster=False, username=None, password=None)
+    if where.is_sentinel:
+        raise ValueError(
+            f"the Redis data sources take a redis:// or rediss:// url, got {masked(url)!r}"
+        )
+    return where
+
+
+def masked(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***``."""
+    return mask_url(url, keep_user=True)
+
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A synchronous client of ``url`` (bytes replies).
+
+    Connection errors from redis-py name the host and port only, never the password.
+    """
+    import redis
+
+    where = endpoint(url)
+    options: dict[str, Any] = {
+        "host": where.host,
+        "port": where.port,
+        "db": where.db,
+        "username": where.username,
+        "password": where.password,
+        "ssl": where.tls,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "socket_connect_timeout": 10.0,
+    }
+    options.update(kwargs)
+    return redis.Redis(**options)

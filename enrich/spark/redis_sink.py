@@ -1,0 +1,226 @@
+"""The ``redis`` data source: a Spark sink writing rows to Redis, idempotently or in
+two phases.
+
+Options:
+    url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
+    stream | key: the target. ``stream``: append each row as an entry. ``key``: a
+        template over the row's columns (``"order:{order_id}"``) naming the key each row
+        upserts; ``value`` is ``hash`` (default) or ``json``.
+    mode: ``transactional`` (default) or ``idempotent``.
+    dead_letter: a stream receiving the rows whose error column (``error_column``,
+        default ``enrich_error``) is not null, in the same commit as the good rows.
+    checkpointLocation: the query's checkpoint; with the target, it names the writer's
+        commit marker (see :class:`~enrich.spark.sink_rows.SinkSettings`). A
+        transactional streaming query needs it.
+    stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
+
+Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
+and the same source offsets):
+
+- ``idempotent``: each task writes its rows directly (per key ``DEL``+``HSET`` or
+  ``SET`` in one ``MULTI``). A replay rewrites the same keys with the replayed rows, so
+  keyed upserts end exactly-once in effect; readers may see part of a batch while it is
+  written. Stream appends (and dead letters) are at-least-once in this mode: a replayed
+  batch appends again.
+- ``transactional``: tasks stage their rows under keys readers ignore
+  (:mod:`~enrich.spark.redis_commit`); the driver's ``commit`` publishes the whole batch
+  and records its id in one Lua script. A batch id already committed is skipped, so
+  appends are exactly-once and upserts atomic per batch; ``abort`` deletes staging only.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from . import redis_commit, redis_options, sink_hooks
+from .sink_rows import RowEncoder, SinkMode, SinkSettings
+
+log = logging.getLogger("enrich.spark.sinks")
+
+CHUNK = 500  # operations per pipelined round trip
+
+
+@dataclass
+class StagedPart(WriterCommitMessage):
+    """What a task attempt staged: its staging list and how many rows it holds."""
+
+    staging: str | None
+    rows: int
+
+
+def _task() -> tuple[int, int, str | None]:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:  # pragma: no cover - write() always runs in a task
+        return 0, 0, None
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return context.partitionId(), context.taskAttemptId(), batch
+
+
+def _json(op: list[str]) -> str:
+    import json
+
+    return json.dumps(op, separators=(",", ":"), ensure_ascii=False)
+
+
+class _RedisWriter:
+    """The executor half, shared by batch and streaming writes."""
+
+    def __init__(self, settings: SinkSettings, schema: StructType, token: str | None) -> None:
+        self.settings = settings
+        self.columns = [f.name for f in schema.fields]
+        RowEncoder(settings, self.columns)  # a bad key template fails on the driver
+        self.token = token  # batch writes: stands for the batch id
+
+    def _write(self, rows: Iterator[Any]) -> StagedPart:
+        partition, attempt, batch_id = _task()
+        batch = batch_id if batch_id is not None else self.token
+        sink_hooks.pause_if_asked("before_write", batch_id)
+        encoder = RowEncoder(self.settings, self.columns)
+        client = redis_options.connect(self.settings.url)
+        try:
+            if self.settings.mode is SinkMode.IDEMPOTENT:
+                return StagedPart(None, self._apply(client, encoder, rows, batch_id))
+            assert batch is not None
+            identity = self.settings.identity
+            staging = redis_commit.staging_key(identity, batch, partition, attempt)
+            # Indexed first, so a crash in the middle leaves a list the next commit finds.
+            client.sadd(redis_commit.index_key(identity), staging)
+            count = 0
+            for chunk in _chunks(encoder, rows):
+                pipe = client.pipeline(transaction=False)
+                pipe.rpush(staging, *map(_json, chunk))
+                pipe.expire(staging, self.settings.staging_ttl)
+                pipe.execute()
+                count += len(chunk)
+                sink_hooks.pause_if_asked("mid_write", batch_id)
+            return StagedPart(staging if count else None, count)
+        finally:
+            client.close()
+
+    @staticmethod
+    def _apply(client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any) -> int:
+        count = 0
+        for chunk in _chunks(encoder, rows):
+            pipe = client.pipeline(transaction=True)
+            for op in chunk:
+                kind, key, *rest = op
+                if kind == "x":
+                    pipe.xadd(key, dict(zip(rest[::2], rest[1::2], strict=True)))
+                elif kind == "h":
+                    pipe.delete(key)
+                    if rest:
+                        pipe.hset(key, mapping=dict(zip(rest[::2], rest[1::2], strict=True)))
+                else:
+                    pipe.set(key, rest[0])
+            pipe.execute()
+            count += len(chunk)
+            sink_hooks.pause_if_asked("mid_write", batch_id)
+        return count
+
+    def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
+        if self.settings.mode is SinkMode.IDEMPOTENT:
+            return
+        staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
+        client = redis_options.connect(self.settings.url)
+        try:
+            skipped, applied, cleaned = redis_commit.commit(
+                client, self.settings.identity, batch, staged, marked=marked
+            )
+        finally:
+            client.close()
+        log.info(
+            "redis sink %s: batch %s %s (%d operations; %d leftover staging lists removed)",
+            self.settings.target,
+            batch,
+            "was already committed, skipped" if skipped else "committed",
+            applied,
+            cleaned,
+        )
+
+    def _abort(self, messages: list[Any], batch: str) -> None:
+        if self.settings.mode is SinkMode.IDEMPOTENT:
+            return
+        staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
+        client = redis_options.connect(self.settings.url)
+        try:
+            redis_commit.abort(client, self.settings.identity, batch, staged)
+        finally:
+            client.close()
+
+
+def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]]]:
+    chunk: list[list[str]] = []
+    for row in rows:
+        chunk.append(encoder.encode(row))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
+    """Streaming writes: one transaction per micro-batch (see the module docstring)."""
+
+    def write(self, iterator: Iterator[Any]) -> StagedPart:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        sink_hooks.pause_if_asked("before_commit", batchId)
+        self._commit(messages, str(batchId), marked=True)
+        sink_hooks.pause_if_asked("after_commit", batchId)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        self._abort(messages, str(batchId))
+
+
+class RedisBatchWriter(_RedisWriter, DataSourceWriter):
+    """``df.write.format("redis")``: the whole write is one transaction (no marker)."""
+
+    def write(self, iterator: Iterator[Any]) -> StagedPart:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        assert self.token is not None
+        self._commit(messages, self.token, marked=False)
+
+    def abort(self, messages: list[Any]) -> None:
+        assert self.token is not None
+        self._abort(messages, self.token)
+
+
+class RedisSinkDataSource(DataSource):
+    """``writeStream.format("redis")`` and ``write.format("redis")``."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.settings = SinkSettings.of(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "redis"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}")
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
+            raise ValueError(
+                'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
+                "path): with the target it names the query's commit marker"
+            )
+        return RedisStreamWriter(self.settings, schema, None)

@@ -1,0 +1,350 @@
+"""A crash harness for exactly-once: run the streaming job of ``tests/exactly_once/job.py``
+as its own spark-submit process, SIGKILL it (or one of its Python workers) at chosen and
+random moments, restart it from the same checkpoint, and check the sink at the end.
+
+Kill points: ``before_write``, ``mid_write`` (only the Python worker writing, mid-batch),
+``before_commit`` (between the batch's writes and its commit), ``after_commit`` (the
+commit took effect but Spark has not recorded it), and ``random`` (any moment). The
+sink's test hook (:mod:`enrich.spark.sink_hooks`) holds the job at a named point until it
+is killed. While the job runs, a reader polls the sink and fails the run if it ever sees
+a duplicate, an unknown record, a record disappear, or a staged row before its commit.
+
+``python -m tests.support.crash_harness --runs 5 --sink transactional`` is the soak
+(``./scripts/dev soak``): it prints runs, kills survived, records checked, duplicates and
+losses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from .redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ROOT / "tests" / "exactly_once" / "job.py"
+USERS = 7
+POINTS = ("before_write", "mid_write", "before_commit", "after_commit", "random")
+RUN_TIMEOUT = 300.0
+
+
+@dataclass
+class Report:
+    runs: int = 0
+    kills: int = 0
+    records: int = 0
+    duplicates: int = 0
+    losses: int = 0
+    violations: list[str] = field(default_factory=list)
+
+    def add(self, other: Report) -> None:
+        self.runs += other.runs
+        self.kills += other.kills
+        self.records += other.records
+        self.duplicates += other.duplicates
+        self.losses += other.losses
+        self.violations += other.violations
+
+    def summary(self) -> str:
+        return (
+            f"runs {self.runs}, kills survived {self.kills}, records checked {self.records}, "
+            f"duplicates {self.duplicates}, losses {self.losses}, "
+            f"reader violations {len(self.violations)}"
+        )
+
+
+class Reader(threading.Thread):
+    """Polls the sink while the job runs; records every violation it sees."""
+
+    def __init__(self, client: redis.Redis, sink: str, expected: set[int]) -> None:
+        super().__init__(daemon=True)
+        self.client, self.sink, self.expected = client, sink, expected
+        self.seen: set[int] = set()
+        self.violations: list[str] = []
+        self.stopping = threading.Event()
+
+    def visible(self) -> list[int]:
+        if self.sink == "transactional":
+            return [int(f[b"order_id"]) for _, f in self.client.xrange("enriched", "-", "+")]
+        keys = self.client.keys("enriched:*")
+        return [int(k.decode().split(":")[1]) for k in keys]
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.05):
+            try:
+                ids = self.visible()
+            except redis.RedisError:
+                continue
+            current = set(ids)
+            if len(current) != len(ids):
+                self.violations.append(f"duplicate visible: {len(ids) - len(current)} rows")
+            if current - self.expected:
+                self.violations.append(f"unknown records: {sorted(current - self.expected)[:5]}")
+            if self.seen - current:
+                self.violations.append(f"records vanished: {sorted(self.seen - current)[:5]}")
+            self.seen = current
+
+
+def staged_order_ids(client: redis.Redis) -> set[int]:
+    """The order ids in staging lists (not yet committed)."""
+    ids: set[int] = set()
+    for key in client.keys("enrich:sink:*:staging:*"):
+        for item in client.lrange(key, 0, -1):
+            op = json.loads(item)
+            fields = dict(zip(op[2::2], op[3::2], strict=True))
+            ids.add(int(fields["order_id"]))
+    return ids
+
+
+def _uncommitted(client: redis.Redis, batch: int) -> bool:
+    markers = [client.get(k) for k in client.keys("enrich:sink:*:committed")]
+    return all(m is None or int(m) < batch for m in markers)
+
+
+def last_batch(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()] if commits.exists() else []
+    return max(done, default=-1)
+
+
+class Harness:
+    """One scenario: a sink kind, a seed, a number of kills; :meth:`run` returns a Report."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        sink: str,
+        seed: int,
+        *,
+        kills: int = 3,
+        orders: int = 240,
+        restart_dimension: bool = False,
+        log: Any = None,
+    ) -> None:
+        self.workdir, self.sink, self.kills = workdir, sink, kills
+        self.rng = random.Random(seed)
+        self.orders = orders
+        self.restart_dimension = restart_dimension
+        self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.checkpoint = workdir / "checkpoint"
+        self.output = workdir / "output"
+        self.hooks = workdir / "hooks"
+        self.hooks.mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> Report:
+        store = RedisServer(self.workdir / "store").start()
+        # The dimension store persists, so a restart keeps its values (as a real one would).
+        dimension = RedisServer(
+            self.workdir / "dimension", extra_config=["appendonly yes", "appendfsync always"]
+        ).start()
+        try:
+            return self._run(store, dimension)
+        finally:
+            store.stop()
+            dimension.stop()
+
+    def _run(self, store: RedisServer, dimension: RedisServer) -> Report:
+        client = store.client()
+        dim = dimension.client()
+        for user in range(USERS):
+            dim.set(f"user:{user}", json.dumps({"name": f"n{user}", "tier": "gold"}))
+        for i in range(self.orders):
+            client.xadd("orders", {"order_id": i, "user_id": i % USERS, "amount": f"{i}.25"})
+        report = Report()
+        reader = None
+        if self.sink != "file":
+            reader = Reader(store.client(), self.sink, set(range(self.orders)))
+            reader.start()
+        # Spark's file sink has no hook: it is killed at random moments only.
+        points = POINTS if self.sink != "file" else ("random",)
+        plan = [self.rng.choice(points) for _ in range(self.kills)]
+        for point in plan:
+            report.runs += 1
+            killed = self._run_once(store, dimension, client, point)
+            report.kills += killed
+        for _ in range(4):  # the final, undisturbed run(s) until the job finishes
+            report.runs += 1
+            if self._start_and_wait(store, dimension, None, None) == 0:
+                break
+        else:
+            raise AssertionError("the job did not finish after 4 clean runs")
+        if reader is not None:
+            reader.stopping.set()
+            reader.join()
+            report.violations += reader.violations
+        self._check(client, report)
+        return report
+
+    def _run_once(
+        self, store: RedisServer, dimension: RedisServer, client: redis.Redis, point: str
+    ) -> int:
+        batch = last_batch(self.checkpoint) + 1 + self.rng.randint(0, 1)
+        hook = None if point == "random" else f"{point}:{batch}"
+        self.log(f"run: kill at {point} (batch {batch})")
+        delay = self.rng.uniform(3.0, 30.0) if point == "random" else None
+        code = self._start_and_wait(store, dimension, hook, delay, client=client, point=point)
+        return 0 if code == 0 else 1  # 0: the job finished before the kill point
+
+    def _start_and_wait(
+        self,
+        store: RedisServer,
+        dimension: RedisServer,
+        hook: str | None,
+        delay: float | None,
+        *,
+        client: redis.Redis | None = None,
+        point: str = "",
+    ) -> int | str:
+        env = dict(os.environ)
+        python = env.get("PYSPARK_PYTHON", sys.executable)
+        env.update(
+            PYSPARK_PYTHON=python,
+            PYSPARK_DRIVER_PYTHON=python,
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+            ENRICH_SINK_TEST_HOOK=hook or "",
+            ENRICH_SINK_TEST_HOOK_DIR=str(self.hooks),
+        )
+        submit = Path(python).parent / "spark-submit"
+        command = [str(submit), "--master", "local[2]", "--driver-memory", "1g", str(JOB)]
+        command += [store.url, dimension.url, self.sink, str(self.checkpoint), str(self.output)]
+        with open(self.workdir / "job.log", "ab") as log:
+            job = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True, cwd=self.workdir)  # fmt: skip
+        started = time.monotonic()
+        restart_at = started + self.rng.uniform(5.0, 20.0) if self.restart_dimension else None
+        try:
+            while job.poll() is None:
+                now = time.monotonic()
+                if now - started > RUN_TIMEOUT:
+                    raise AssertionError(f"the job hung for {RUN_TIMEOUT}s; see job.log")
+                if restart_at is not None and now >= restart_at:
+                    self.log("restarting the dimension Redis")
+                    dimension.restart()
+                    restart_at = None
+                if delay is not None and now - started >= delay:
+                    os.killpg(job.pid, signal.SIGKILL)
+                    job.wait()
+                    return "killed"
+                if hook is not None:
+                    mark = self.hooks / hook.replace(":", "-")
+                    if mark.exists() and mark.read_text():
+                        self._kill_at_hook(job, mark, client, point)
+                        return "killed"
+                time.sleep(0.05)
+            return job.returncode
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+
+    def _kill_at_hook(
+        self, job: subprocess.Popen[bytes], mark: Path, client: redis.Redis | None, point: str
+    ) -> None:
+        batch = int(mark.name.rsplit("-", 1)[1])
+        watched = client is not None and self.sink == "transactional"
+        if point == "before_commit" and watched and _uncommitted(client, batch):
+            # A replay of a batch that was committed already stages rows that are visible
+            # (its commit will be skipped); a batch never committed must be invisible.
+            staged = staged_order_ids(client)
+            visible = {int(f[b"order_id"]) for _, f in client.xrange("enriched", "-", "+")}
+            if staged & visible:
+                raise AssertionError(
+                    f"staged rows visible before commit: {sorted(staged & visible)[:5]}"
+                )
+        if point == "mid_write":
+            # Only the Python worker writing the batch dies; Spark fails the task.
+            os.kill(int(mark.read_text()), signal.SIGKILL)
+            try:
+                job.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+            return
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+    def _check(self, client: redis.Redis, report: Report) -> None:
+        rows = self._sink_rows(client)
+        ids = [int(r["order_id"]) for r in rows]
+        report.records += len(ids)
+        report.duplicates += len(ids) - len(set(ids))
+        report.losses += len(set(range(self.orders)) - set(ids))
+        for row in rows:
+            user = int(row["user_id"])
+            if row.get("name") != f"n{user}":
+                report.violations.append(f"wrong dimension value in {row}")
+        left = client.keys("enrich:sink:*:staging*")
+        left = [k for k in left if client.type(k) != b"set" or client.scard(k)]
+        if left:
+            report.violations.append(f"staging left: {left[:3]}")
+
+    def _sink_rows(self, client: redis.Redis) -> list[dict[str, Any]]:
+        if self.sink == "transactional":
+            return [
+                {k.decode(): v.decode() for k, v in f.items()}
+                for _, f in client.xrange("enriched", "-", "+")
+            ]
+        if self.sink == "idempotent":
+            return [
+                {k.decode(): v.decode() for k, v in client.hgetall(key).items()}
+                for key in client.keys("enriched:*")
+            ]
+        return file_sink_rows(self.output)
+
+
+def file_sink_rows(output: Path) -> list[dict[str, Any]]:
+    """The rows of the files Spark's file sink committed (its _spark_metadata log)."""
+    files: set[str] = set()
+    log = output / "_spark_metadata"
+    for entry in sorted(log.glob("*")) if log.exists() else []:
+        if entry.name.startswith("."):
+            continue
+        for line in entry.read_text().splitlines()[1:]:
+            record = json.loads(line)
+            if record.get("action", "add") == "add":
+                files.add(record["path"])
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        local = path.removeprefix("file://").removeprefix("file:")
+        rows += [json.loads(line) for line in Path(local).read_text().splitlines() if line]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="exactly-once soak: kill, restart, check")
+    parser.add_argument("--runs", type=int, default=3, help="scenarios per sink")
+    parser.add_argument("--kills", type=int, default=4, help="kills per scenario")
+    parser.add_argument("--orders", type=int, default=400)
+    parser.add_argument("--sink", action="append", choices=["transactional", "idempotent", "file"])
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    args = parser.parse_args()
+    total = Report()
+    for sink in args.sink or ["transactional", "idempotent", "file"]:
+        for run in range(args.runs):
+            seed = args.seed + run
+            with tempfile.TemporaryDirectory(prefix=f"soak-{sink}-") as folder:
+                report = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
+                                 restart_dimension=run % 2 == 1).run()  # fmt: skip
+            print(f"{sink} seed {seed}: {report.summary()}", flush=True)
+            total.add(report)
+    print(f"total: {total.summary()}")
+    for violation in total.violations:
+        print(f"violation: {violation}")
+    sys.exit(1 if total.duplicates or total.losses or total.violations else 0)
+
+
+if __name__ == "__main__":
+    main()
