@@ -37,8 +37,14 @@ def staging_prefix(identity: str) -> str:
     return f"{PREFIX}:{identity}:staging:"
 
 
-def staging_key(identity: str, batch: str, partition: int, attempt: int) -> str:
-    """The staging list of one task attempt; ``batch`` is a batch id or a write token."""
+def staging_key(identity: str, batch: str, partition: int, attempt: str) -> str:
+    """The staging list of one task attempt; ``batch`` is a batch id or a write token.
+
+    ``attempt`` must be unique across restarts of the query, not only within one Spark
+    application: a restarted application numbers its task attempts from zero again, and
+    a replayed batch must never append to a list a killed attempt left behind (its rows
+    would be published twice).
+    """
     return f"{staging_prefix(identity)}{batch}:{partition}:{attempt}"
 
 

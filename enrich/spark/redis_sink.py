@@ -60,14 +60,19 @@ class StagedPart(WriterCommitMessage):
     rows: int
 
 
-def _task() -> tuple[int, int, str | None]:
+def _task() -> tuple[int, str, str | None]:
+    """This task's partition, a name for its attempt that no other attempt of any run of
+    the query shares (Spark's attempt id plus a random part), and its batch id."""
+    import uuid
+
     from pyspark import TaskContext
 
+    nonce = uuid.uuid4().hex[:16]
     context = TaskContext.get()
     if context is None:  # pragma: no cover - write() always runs in a task
-        return 0, 0, None
+        return 0, nonce, None
     batch = context.getLocalProperty("streaming.sql.batchId")
-    return context.partitionId(), context.taskAttemptId(), batch
+    return context.partitionId(), f"{context.taskAttemptId()}-{nonce}", batch
 
 
 def _json(op: list[str]) -> str:

@@ -153,3 +153,23 @@ async def test_a_row_whose_deadline_comes_before_the_retry_keeps_the_last_outcom
 
 def test_failed_keys_are_lookup_failures() -> None:
     assert isinstance(FakeSource({}, fail_keys={1: 1})._answer(1), LookupFailed)
+
+
+@pytest.mark.asyncio
+async def test_a_lone_row_that_times_out_reports_every_attempt_made() -> None:
+    clock = FakeClock()
+    source = FakeSource({"k": ("v",)}, clock=clock, latency=0.25, fail_keys={"k": 2})
+
+    async def chunks() -> Any:
+        yield ("A", ["k"])  # deadline 1.0; nobody else waits for "k"
+
+    it = lookup_chunks_async(
+        chunks(), source, on_error="error_column", timeout=1.0,
+        retry=FixedDelayRetry(4, 0.125), clock=clock,
+    )  # fmt: skip
+    out = await drive(clock, collect(clock, it))
+    # Calls at 0.0 and 0.375 fail; the third (0.75) is still in flight at the deadline.
+    assert out == [
+        ("A", [0], [(None, "timeout: record 'k' timed out after 1s (3 attempt(s))")], 1.0)
+    ]
+    assert len(source.requests) == 3
