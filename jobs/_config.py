@@ -1,46 +1,47 @@
 """Job configuration files -> spark-enrich objects. No Spark here: only parsing.
 
-A config is a JSON file (or TOML on Python >= 3.11). Values may name environment
-variables as ``${NAME}``, so that secrets stay out of the file::
+A config is YAML, JSON or TOML (by the file's suffix). Strings may name environment
+variables as ``${NAME}`` and files as ``${file:/run/secrets/x}``, so that secrets stay
+out of the file. The sections (see ``examples/`` for configs that run as they are)::
 
-    {
-      "sources": {
-        "users": {"kind": "redis", "url": "redis://:${REDIS_PASSWORD}@dim:6379/0",
-                  "key_template": "user:{}", "value": "json",
-                  "schema": "name string, tier string"},
-        "credit": {"kind": "http", "url_template": "http://svc/users/{}",
-                   "schema": "credit double", "headers": {"Authorization": "${TOKEN}"}}
-      },
-      "input": {"format": "json", "path": "/data/orders", "schema": "order_id long, user_id long",
-                "streaming": false},
-      "joins": [
-        {"source": "users", "on": "user_id", "how": "left", "capacity": 256, "timeout": 2.0,
-         "on_error": "error_column", "cache": {"max_rows": 100000, "ttl": 60},
-         "retry": {"kind": "exponential", "max_attempts": 3, "initial_delay": 0.05,
-                   "max_delay": 1.0}},
-        {"source": "credit", "on": "user_id", "prefix": "c_"}
-      ],
-      "lookups": {"dim_user": {"source": "users", "timeout": 2.0}},
-      "output": {"format": "parquet", "path": "/data/enriched", "mode": "overwrite",
-                 "checkpoint": "/data/checkpoints/enriched"}
-    }
+    source:                       # where rows come from (a streaming read by default)
+      format: rate                # rate | files | socket | redis-stream | any Spark format
+      options: {rowsPerSecond: 100}
+      select: ["value AS order_id", "value % 20 AS user_id"]   # SQL expressions
+    stores:                       # dimension stores, by name
+      users: {kind: redis, url: "redis://:${REDIS_PASSWORD}@dim:6379/0",
+              key_template: "user:{}", value: json, schema: "name string, tier string"}
+      credit: {kind: http, url_template: "http://svc/users/{}", schema: "credit double"}
+    joins:                        # applied in order; every lookup_join setting
+      - {store: users, on: user_id, how: left, cache: {max_rows: 100000, ttl: 60},
+         retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
+      - {store: credit, on: user_id, on_error: dead_letter}
+    lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
+    dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
+    sink: {format: console}       # console | files | memory | noop | redis | any format
+    checkpoint: /data/checkpoints/orders
+    trigger: "10 seconds"         # availableNow | once | an interval
+
+``sources``/``input``/``output`` are accepted for ``stores``/``source``/``sink``, and
+``source`` for ``store`` in a join, as older configs wrote them.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import enrich
+from enrich.lookup.settings import JoinSettings
+from jobs._endpoints import Endpoint, sink, source as source_endpoint
+from jobs._files import ConfigError, read
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+__all__ = ("ConfigError", "JobConfig", "load", "parse")
+
+DEAD_LETTER = "dead_letter"
 _JOIN_KEYS = {
-    "source",
+    "store",
     "on",
     "how",
     "mode",
@@ -54,124 +55,173 @@ _JOIN_KEYS = {
     "error_column",
     "name",
 }
-_LOOKUP_KEYS = {
-    "source",
-    "capacity",
-    "timeout",
-    "retry",
-    "cache",
-    "on_error",
-    "max_batch",
-    "error_column",
+_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name"}
+_SECTIONS = {
+    "stores": ("stores", "sources"),
+    "source": ("source", "input"),
+    "sink": ("sink", "output"),
 }
-
-
-class ConfigError(enrich.EnrichError, ValueError):
-    """A job configuration that cannot be used; the message names the place."""
+_TOP_KEYS = {
+    "name",
+    "stores",
+    "sources",
+    "source",
+    "input",
+    "joins",
+    "lookups",
+    "dead_letter",
+    "sink",
+    "output",
+    "checkpoint",
+    "trigger",
+}
+TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
 
 @dataclass(frozen=True)
 class JobConfig:
-    sources: dict[str, Any]
-    input: dict[str, Any]
+    """A checked job: stores are lookup sources, joins and lookups keyword arguments."""
+
+    stores: dict[str, Any]
+    source: Endpoint | None = None
     joins: list[dict[str, Any]] = field(default_factory=list)
     lookups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    output: dict[str, Any] = field(default_factory=dict)
+    sink: Endpoint | None = None
+    dead_letter: Endpoint | None = None
+    checkpoint: str | None = None
+    trigger: str | None = None
+    name: str = "enrich-job"
+    # store name -> the key `enrich check` looks up there (its `check_key`, or a dummy)
+    check_keys: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def input(self) -> Endpoint | None:
+        return self.source
+
+    @property
+    def output(self) -> Endpoint | None:
+        return self.sink
 
 
 def load(path: str | Path) -> JobConfig:
-    """Read and check a job config; sources and settings become library objects."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the config {str(path)!r}: {exc.strerror}") from None
-    if path.suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
+    """Read and check a job config; stores and settings become library objects.
 
-            raw = tomllib.loads(text)
-        else:
-            raise ConfigError(f"{path}: TOML configs need Python 3.11 or newer; use JSON")
-    else:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-    return parse(_expand(raw, "config"))
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a value is wrong (the message
+            names its place in the config and what is allowed).
+    """
+    return parse(read(path))
 
 
 def parse(raw: dict[str, Any]) -> JobConfig:
+    """Check plain config data (already expanded) and build its objects."""
     if not isinstance(raw, dict):
-        raise ConfigError("the config must be an object")
-    sources = {
-        name: source(spec, f"sources.{name}")
-        for name, spec in _section(raw, "sources", dict).items()
-    }
+        raise ConfigError("the config must be a mapping")
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown section(s) {unknown} (known: {sorted(_TOP_KEYS)})")
+    store_specs = _section(raw, "stores", dict)
+    stores = {str(name): store(spec, f"stores.{name}") for name, spec in store_specs.items()}
+    dead_letter = raw.get(DEAD_LETTER)
     joins = [
-        settings(join, f"joins[{i}]", sources, _JOIN_KEYS)
+        settings(join, f"joins[{i}]", stores, _JOIN_KEYS, dead_letter is not None)
         for i, join in enumerate(_section(raw, "joins", list, required=False))
     ]
     lookups = {
-        name: settings(spec, f"lookups.{name}", sources, _LOOKUP_KEYS)
+        str(name): settings(spec, f"lookups.{name}", stores, _LOOKUP_KEYS, False)
         for name, spec in _section(raw, "lookups", dict, required=False).items()
     }
+    source_spec = _section(raw, "source", dict, required=False)
+    sink_spec = _section(raw, "sink", dict, required=False)
     return JobConfig(
-        sources=sources,
-        input=_section(raw, "input", dict, required=False),
+        stores=stores,
+        source=source_endpoint(source_spec, "source") if source_spec else None,
         joins=joins,
         lookups=lookups,
-        output=_section(raw, "output", dict, required=False),
+        sink=sink(sink_spec, "sink") if sink_spec else None,
+        dead_letter=sink(dead_letter, DEAD_LETTER) if dead_letter is not None else None,
+        checkpoint=_optional_string(raw, "checkpoint"),
+        trigger=_trigger(raw.get("trigger")),
+        name=_optional_string(raw, "name") or "enrich-job",
+        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
     )
 
 
-def source(spec: Any, where: str) -> Any:
+def store(spec: Any, where: str) -> Any:
     """A RedisLookup or HttpLookup from its config (``kind`` says which)."""
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be an object, got {spec!r}")
+        raise ConfigError(f"{where} must be a mapping, got {spec!r}")
     options = dict(spec)
     kind = options.pop("kind", None)
+    options.pop("check_key", None)  # used by `enrich check` only
     try:
         if kind == "redis":
             from connectors.redis import RedisLookup
 
-            url = options.pop("url")
-            return RedisLookup(url, **options)
+            return RedisLookup(options.pop("url"), **options)
         if kind == "http":
             from connectors.http import HttpLookup
 
-            template = options.pop("url_template")
-            return HttpLookup(template, **options)
+            return HttpLookup(options.pop("url_template"), **options)
     except KeyError as exc:
         raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
+    except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     raise ConfigError(f"{where}.kind must be 'redis' or 'http', got {kind!r}")
 
 
-def settings(spec: Any, where: str, sources: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
-    """Keyword arguments for lookup_join / register_lookup, with objects built."""
+def settings(
+    spec: Any, where: str, stores: dict[str, Any], allowed: set[str], dead_letter: bool
+) -> dict[str, Any]:
+    """Keyword arguments for lookup_join / register_lookup, with objects built and checked.
+
+    ``on_error: dead_letter`` (the default when the job has a ``dead_letter`` sink) is
+    kept as it is: the job turns it into an error column it routes.
+    """
     if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be an object, got {spec!r}")
-    unknown = sorted(set(spec) - allowed)
+        raise ConfigError(f"{where} must be a mapping, got {spec!r}")
+    out = dict(spec)
+    if "source" in out and "store" not in out:
+        out["store"] = out.pop("source")
+    unknown = sorted(set(out) - allowed)
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s) {unknown} (known: {sorted(allowed)})")
-    out = dict(spec)
-    name = out.get("source")
-    if name not in sources:
-        raise ConfigError(f"{where}.source must name one of {sorted(sources)}, got {name!r}")
-    out["source"] = sources[name]
+    name = out.pop("store", None)
+    if name not in stores:
+        raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
+    out["source"] = stores[name]
+    if dead_letter:
+        out.setdefault("on_error", DEAD_LETTER)
+    if out.get("on_error") == DEAD_LETTER and not dead_letter:
+        raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
     try:
         if "cache" in out:
+            if not isinstance(out["cache"], dict):
+                raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
             out["cache"] = enrich.LookupCache(**out["cache"])
         if "retry" in out:
             out["retry"] = retry(out["retry"])
-    except (TypeError, ValueError) as exc:
+        _check(out)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
+    except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return out
 
 
-def retry(spec: dict[str, Any]) -> enrich.RetryStrategy:
+def _check(join: dict[str, Any]) -> None:
+    """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
+    options = {k: v for k, v in join.items() if k not in ("source", "name")}
+    if options.get("on_error") == DEAD_LETTER:
+        options["on_error"] = "error_column"
+    JoinSettings(**options)
+
+
+def retry(spec: Any) -> enrich.RetryStrategy:
+    if not isinstance(spec, dict):
+        raise ValueError(f"retry must be a mapping, got {spec!r}")
     options = dict(spec)
     kind = options.pop("kind", "fixed")
     if options.pop("on_miss", False):
@@ -183,30 +233,51 @@ def retry(spec: dict[str, Any]) -> enrich.RetryStrategy:
     raise ValueError(f"retry.kind must be 'fixed' or 'exponential', got {kind!r}")
 
 
+def _argument_error(exc: TypeError) -> str:
+    # "__init__() got an unexpected keyword argument 'x'" -> "unknown setting 'x'"
+    text = str(exc)
+    if "unexpected keyword argument" in text:
+        return f"unknown setting {text.rsplit(' ', 1)[-1]}"
+    return text.split("() ", 1)[-1]
+
+
 def _section(raw: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
-    if name not in raw:
+    names = _SECTIONS.get(name, (name,))
+    present = [n for n in names if n in raw]
+    if not present:
         if required:
             raise ConfigError(f"the config needs a {name!r} section")
         return kind()
-    value = raw[name]
+    value = raw[present[0]]
     if not isinstance(value, kind):
-        raise ConfigError(f"{name} must be a{'n object' if kind is dict else ' list'}")
+        expected = "a mapping" if kind is dict else "a list"
+        raise ConfigError(f"{present[0]} must be {expected}, got {value!r}")
     return value
 
 
-def _expand(value: Any, where: str) -> Any:
-    """Replace ``${NAME}`` with environment variables, naming a missing one."""
-    if isinstance(value, str):
-
-        def replace(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in os.environ:
-                raise ConfigError(f"{where} uses ${{{name}}}, which is not set")
-            return os.environ[name]
-
-        return _VARIABLE.sub(replace, value)
-    if isinstance(value, dict):
-        return {k: _expand(v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, f"{where}[{i}]") for i, v in enumerate(value)]
+def _optional_string(raw: dict[str, Any], name: str) -> str | None:
+    value = raw.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {value!r}")
     return value
+
+
+def _trigger(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+    if value in ("availableNow", "once"):
+        return value
+    parts = value.split()
+    if len(parts) == 2 and _is_number(parts[0]):
+        return value
+    raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,83 +1,129 @@
 """spark-submit entry point: read a source, apply the configured lookup joins, write.
 
-    spark-submit jobs/enrich_job.py --config job.json
+    spark-submit jobs/enrich_job.py --config job.yaml [--duration 60]
 
-Batch or streaming (``input.streaming``); see ``jobs/_config.py`` for the format.
+The same job runs with ``enrich run job.yaml``. The config (YAML, JSON or TOML) is
+described in ``jobs/_config.py``; ``examples/`` has configs that run as they are. A
+streaming job runs until its input is drained (files: ``availableNow``), until
+``--duration`` seconds have passed, or until it is stopped (Ctrl-C). One metrics line
+per join and micro-batch is logged, and a summary per join at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from jobs import _config
+from jobs import _config, _streams
+from jobs._files import ConfigError
 
 log = logging.getLogger("enrich.jobs")
 
 
-def read(spark: Any, spec: dict[str, Any]) -> Any:
-    streaming = bool(spec.get("streaming", False))
-    reader = spark.readStream if streaming else spark.read
-    reader = reader.format(spec.get("format", "parquet"))
-    if "schema" in spec:
-        reader = reader.schema(spec["schema"])
-    for key, value in spec.get("options", {}).items():
-        reader = reader.option(key, value)
-    return reader.load(spec["path"]) if "path" in spec else reader.load()
+def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[str]]:
+    """``df`` through the configured joins, in order; returns it and the joins' names.
 
+    Joins whose ``on_error`` is ``dead_letter`` keep their failures in a private error
+    column each; they are folded into ``enrich_error`` (``"<join>: <reason>"``, the first
+    failing join's) for the dead-letter split.
+    """
+    from pyspark.sql.functions import coalesce, col, concat, lit, when
 
-def write(df: Any, spec: dict[str, Any]) -> Any:
-    """Write ``df`` as configured; a streaming write runs until its input is drained
-    (``trigger: availableNow``, the default) and returns the finished query."""
-    fmt = spec.get("format", "parquet")
-    if df.isStreaming:
-        writer = df.writeStream.format(fmt).outputMode(spec.get("mode", "append"))
-        if "checkpoint" in spec:
-            writer = writer.option("checkpointLocation", spec["checkpoint"])
-        if spec.get("trigger", "availableNow") == "availableNow":
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=spec["trigger"])
-        query = writer.start(spec["path"]) if "path" in spec else writer.start()
-        query.awaitTermination()
-        return query
-    writer = df.write.format(fmt).mode(spec.get("mode", "errorifexists"))
-    if "path" in spec:
-        writer.save(spec["path"])
-    else:
-        writer.save()
-    return None
+    from enrich.spark import lookup_join
 
-
-def run(spark: Any, config: _config.JobConfig) -> Any:
-    from enrich.spark import lookup_join, statistics
-
-    df = read(spark, config.input)
-    names = []
+    names: list[str] = []
+    reasons = []
     for i, join in enumerate(config.joins):
         settings = dict(join)
         settings.setdefault("name", f"join_{i}")
         names.append(settings["name"])
+        if settings.get("on_error") == _config.DEAD_LETTER:
+            column = f"_enrich_error_{i}"
+            settings.update(on_error="error_column", error_column=column)
+            reasons.append(
+                when(col(column).isNotNull(), concat(lit(f"{settings['name']}: "), col(column)))
+            )
         df = lookup_join(df, settings.pop("source"), **settings)
-    result = write(df, config.output)
+    if config.dead_letter is not None:
+        private = [f"_enrich_error_{i}" for i in range(len(config.joins))]
+        reason = coalesce(*reasons) if reasons else lit(None).cast("string")
+        df = df.withColumn(_streams.ERROR_COLUMN, reason)
+        df = df.drop(*[c for c in private if c in df.columns])
+    return df, names
+
+
+def run(spark: Any, config: _config.JobConfig, duration: float | None = None) -> Any:
+    """Run the job: a streaming query (returned once finished or stopped) or a batch.
+
+    Args:
+        duration: stop a streaming query after this many seconds, once the micro-batch
+            then in progress has committed (None: run until its input is drained, or
+            forever for an endless source).
+    """
+    from enrich.spark import EnrichMetricsListener, statistics
+
+    if config.source is None:
+        raise ConfigError("the config needs a 'source' section to run a job")
+    _streams.register_data_sources(spark)
+    df, names = enrich(spark, config, _streams.read(spark, config.source))
+    if not df.isStreaming:
+        _streams.write_all(df, config)
+        _summary(names, statistics)
+        return None
+    listener = EnrichMetricsListener()
+    spark.streams.addListener(listener)
+    query = _streams.start(df, config)
+    try:
+        _streams.await_query(query, duration)
+    finally:
+        spark.streams.removeListener(listener)
+    _summary(names, statistics)
+    return query
+
+
+def _summary(names: list[str], statistics: Any) -> None:
     for name in names:
-        log.info("%s: %s", name, statistics(name).summary())
-    return result
+        try:
+            log.info("%s: %s", name, statistics(name).summary())
+        except LookupError:  # Spark Connect: no accumulators, no metrics
+            log.info("%s: no metrics (Spark Connect has no accumulators)", name)
+
+
+def quiet_logging() -> None:
+    """Our lines at INFO, everyone else's (py4j's chatter included) at WARNING."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("enrich").setLevel(logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a JSON (or TOML) job config")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--config", required=True, help="a YAML, JSON or TOML job config")
+    parser.add_argument(
+        "--duration", type=float, default=None, help="stop a streaming job after SECONDS"
     )
-    config = _config.load(args.config)
-    from enrich.spark import session
+    args = parser.parse_args(argv)
+    quiet_logging()
+    try:
+        config = _config.load(args.config)
+        from enrich.spark import session
 
-    run(session("enrich-job"), config)
+        spark = session(config.name, spark__ui__showConsoleProgress="false")
+    except (ConfigError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        run(spark, config, args.duration)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        spark.stop()  # drains the listener bus while this process can still answer it
     return 0
 
 

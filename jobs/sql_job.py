@@ -1,22 +1,24 @@
 """spark-submit entry point: register lookup functions, then run a SQL file.
 
-    spark-submit jobs/sql_job.py --config lookups.json --sql enrich.spark.sql
+    spark-submit jobs/sql_job.py --config job.yaml --sql enrich.sql
 
-The config's ``lookups`` become SQL functions (``register_lookup``); its ``input`` (if
-any) is registered as the view ``input``. Statements are separated by ``;``. The last
-statement's result is written as the config's ``output`` says, or shown.
+The same runs with ``enrich run job.yaml --sql enrich.sql``. The config's ``lookups``
+become SQL functions (``register_lookup``); its ``source`` (if any) is registered as the
+view ``input``. Statements are separated by ``;``. The last statement's result is written
+as the config's ``sink`` says (streaming or not), or shown.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs import _config
-from jobs.enrich_job import read, write
+from jobs import _config, _streams
+from jobs._files import ConfigError
+from jobs.enrich_job import quiet_logging
 
 
 def statements(text: str) -> list[str]:
@@ -25,34 +27,60 @@ def statements(text: str) -> list[str]:
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
-def run(spark: Any, config: _config.JobConfig, sql: str) -> Any:
+def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None = None) -> Any:
+    """Register the lookups, run the statements, write (or show) the last result."""
     from enrich.spark.sql import register_lookup
 
+    _streams.register_data_sources(spark)
     for name, settings in config.lookups.items():
         options = dict(settings)
         register_lookup(spark, name, options.pop("source"), **options)
-    if config.input:
-        read(spark, config.input).createOrReplaceTempView("input")
+    if config.source is not None:
+        _streams.read(spark, config.source).createOrReplaceTempView("input")
     result = None
     for statement in statements(sql):
         result = spark.sql(statement)
-    if result is not None and config.output:
-        return write(result, config.output)
-    if result is not None and not result.isStreaming:
+    if result is None:
+        return None
+    if result.isStreaming:
+        query = _streams.start(result, config)
+        _streams.await_query(query, duration)
+        return query
+    if config.sink is not None:
+        _streams.write_all(result, config)
+    else:
         result.show(truncate=False)
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="a JSON (or TOML) config")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--config", required=True, help="a YAML, JSON or TOML config")
     parser.add_argument("--sql", required=True, help="the SQL file to run")
+    parser.add_argument(
+        "--duration", type=float, default=None, help="stop a streaming job after SECONDS"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    config = _config.load(args.config)
-    from enrich.spark import session
+    quiet_logging()
+    try:
+        config = _config.load(args.config)
+        sql = Path(args.sql).read_text()
+        from enrich.spark import session
 
-    run(session("enrich-sql"), config, Path(args.sql).read_text())
+        spark = session(config.name, spark__ui__showConsoleProgress="false")
+    except OSError as exc:
+        print(f"error: cannot read the SQL file {args.sql!r}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except (ConfigError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        run(spark, config, sql, args.duration)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        spark.stop()  # drains the listener bus while this process can still answer it
     return 0
 
 

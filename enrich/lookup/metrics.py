@@ -124,7 +124,8 @@ class JoinMetrics:
         lat = f"p50 {p50 * 1e3:.1f}ms p99 {p99 * 1e3:.1f}ms" if p50 and p99 else "no requests"
         errors = ", ".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
         return (
-            f"rows {self.rows_in}->{self.rows_out}, {self.requests} requests "
+            f"rows {self.rows_in}->{self.rows_out}, {self.requests} "
+            f"request{'' if self.requests == 1 else 's'} "
             f"({self.keys_per_request:.1f} keys each), coalesced {self.coalesced}, "
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
             f"null keys {self.null_keys}, "

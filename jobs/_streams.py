@@ -1,0 +1,152 @@
+"""Reading a job's source and writing its sinks with Spark (the only Spark in jobs/ I/O).
+
+A job with a dead-letter sink writes both sinks from one streaming query
+(``foreachBatch``), so that each row's lookups run once and every row lands in exactly
+one of the two: enriched rows in the sink, rows whose lookup failed in the dead letter,
+with the reason in ``enrich_error``. Each part is written with the sink format's batch
+writer; a replayed micro-batch is written again (at-least-once), so prefer idempotent
+sinks there. A job without a dead letter streams straight into its sink, with the
+sink's own guarantees (the Redis sinks' exactly-once commit among them).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jobs._config import JobConfig
+from jobs._endpoints import Endpoint
+from jobs._files import ConfigError
+
+ERROR_COLUMN = "enrich_error"
+
+
+def register_data_sources(spark: Any) -> None:
+    """Register the library's Python data sources (``redis-stream``, ``redis``) if this
+    version of the library has them, so configs can name those formats."""
+    import enrich.spark
+
+    register = getattr(enrich.spark, "register_data_sources", None)
+    if register is not None:
+        register(spark)
+
+
+def read(spark: Any, spec: Endpoint) -> Any:
+    """The source as a DataFrame (streaming unless ``streaming: false``), with ``select``."""
+    reader = (spark.readStream if spec.streaming else spark.read).format(spec.format)
+    if spec.schema:
+        reader = reader.schema(spec.schema)
+    if spec.options:
+        reader = reader.options(**spec.options)
+    df = reader.load(spec.path) if spec.path else reader.load()
+    return df.selectExpr(*spec.select) if spec.select else df
+
+
+def start(df: Any, config: JobConfig) -> Any:
+    """Start the streaming query writing ``df`` to the sink (and the dead letter).
+
+    Returns:
+        The running ``StreamingQuery``.
+    """
+    sink = config.sink or Endpoint(format="console", kind="console")
+    if config.dead_letter is not None:
+        for where, spec in (("sink", sink), ("dead_letter", config.dead_letter)):
+            if spec.kind == "memory":
+                raise ConfigError(
+                    f"{where}: a memory sink cannot be used with a dead_letter (use files, "
+                    f"console or a format with a batch writer)"
+                )
+        writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
+    else:
+        writer = df.writeStream.format(sink.format).outputMode(sink.mode or "append")
+        if sink.options:
+            writer = writer.options(**sink.options)
+        if sink.kind == "memory":
+            writer = writer.queryName(sink.name)
+    if config.checkpoint:
+        writer = writer.option("checkpointLocation", config.checkpoint)
+    writer = _trigger(writer, config.trigger, config.source)
+    if config.dead_letter is None and sink.path:
+        return writer.start(sink.path)
+    return writer.start()
+
+
+def await_query(query: Any, duration: float | None, grace: float = 120.0) -> None:
+    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds.
+
+    The stop waits (up to ``grace`` seconds) for a micro-batch in progress to commit, so
+    that its rows are written and the stop interrupts no task (Spark logs an interrupted
+    one as an error with a long trace). The query is stopped even if waiting fails.
+    """
+    try:
+        if duration is None:
+            query.awaitTermination()
+            return
+        if query.awaitTermination(duration):
+            return
+        deadline = time.monotonic() + grace
+        while query.isActive and time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.1)
+    finally:
+        if query.isActive:
+            query.stop()
+
+
+def _trigger(writer: Any, trigger: str | None, source: Endpoint | None) -> Any:
+    # Files are a finite input unless told otherwise: drain what is there, then stop.
+    if trigger is None and source is not None and source.kind == "files":
+        trigger = "availableNow"
+    if trigger is None:
+        return writer
+    if trigger == "availableNow":
+        return writer.trigger(availableNow=True)
+    if trigger == "once":
+        return writer.trigger(once=True)
+    return writer.trigger(processingTime=trigger)
+
+
+def write_all(df: Any, config: JobConfig) -> None:
+    """Write a batch (not streaming) result to the sink and the dead letter."""
+    sink = config.sink or Endpoint(format="console", kind="console")
+    if config.dead_letter is None:
+        write_batch(df, sink, None)
+    else:
+        _splitter(sink, config.dead_letter)(df, None)
+
+
+def _splitter(sink: Endpoint, dead_letter: Endpoint) -> Any:
+    from pyspark.sql.functions import col
+
+    def split(batch: Any, batch_id: int | None) -> None:
+        # Cached so that the two filters below read one computation: lookups run once.
+        batch.persist()
+        try:
+            write_batch(batch.where(col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN), sink, batch_id)
+            write_batch(batch.where(col(ERROR_COLUMN).isNotNull()), dead_letter, batch_id)
+        finally:
+            batch.unpersist()
+
+    return split
+
+
+def write_batch(df: Any, spec: Endpoint, batch_id: int | None) -> None:
+    """Write one (non-streaming) DataFrame as ``spec`` says."""
+    if spec.kind == "console":
+        rows = int(spec.options.get("numRows", "20"))
+        truncate = spec.options.get("truncate", "true").lower() == "true"
+        label = "" if batch_id is None else f"Batch: {batch_id} "
+        print(f"-------------------------------------------\n{label}({spec.kind})")
+        df.show(rows, truncate=truncate)
+        return
+    if spec.kind == "memory":
+        df.createOrReplaceTempView(spec.name)
+        return
+    writer = df.write.format(spec.format).mode(spec.mode or "append")
+    if spec.options:
+        writer = writer.options(**spec.options)
+    if spec.path:
+        writer.save(spec.path)
+    else:
+        writer.save()
