@@ -23,6 +23,7 @@ a step for later (the lane runs it on the Spark task thread, see
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from enrich.lookup.columnar import ColumnarAnswer, Decode, answer_from_mapping
 from . import client, codec
 from .codec import Command
 from .config import LookupSettings, ValueFormat
+from .connection import Packed
 
 if TYPE_CHECKING:
     from . import RedisLookup
@@ -60,34 +62,84 @@ async def fetch_arrow(source: RedisLookup, keys: pa.Array, struct_type: pa.Struc
     settings: LookupSettings = source._settings
     if settings.value is not ValueFormat.JSON or len(keys) == 0:
         return await _general(source, keys, struct_type)
-    redis_keys = _render(settings, keys)
-    if redis_keys is None:  # keys the template cannot take in bulk: the general path
+    text = _key_text(settings, keys)
+    if text is None:  # keys the template cannot take in bulk: the general path
         return await _general(source, keys, struct_type)
     endpoint = settings.connection.endpoint
-    wanted = list(zip(range(len(redis_keys)), redis_keys, strict=True))
+    if endpoint.cluster or endpoint.is_sentinel:
+        replies = await _mget_by_command(source, keys, _rendered(settings, text))
+    else:
+        replies = await _mget_packed(source, keys, text)
+    if replies is None:  # one denied key refuses a whole MGET: ask key by key
+        return await _general(source, keys, struct_type)
+    values, errors = replies
+    redis_keys = partial(_rendered, settings, text)  # only a value that fails needs them
+    return partial(_decoded, values, redis_keys, settings, source.schema, struct_type, errors)
+
+
+Replies = tuple[list[bytes | None], dict[int, BaseException]]
+
+
+async def _mget_packed(source: RedisLookup, keys: pa.Array, text: pa.BinaryArray) -> Replies | None:
+    """One pipeline of MGETs of at most ``max_batch`` keys each, framed in RESP by Arrow
+    compute and sent as they are (:class:`~connectors.redis.connection.Packed`): no key
+    becomes a Python object. The values, aligned with the keys, and the errors by key
+    position; None when the server denied a command (ACL)."""
+    settings = source._settings
+    endpoint = settings.connection.endpoint
+    framed = _framed(settings, text)
+    _, offsets_buffer, data = framed.buffers()
+    count, size = len(framed), settings.max_batch
+    offsets = pa.Array.from_buffers(pa.int32(), count + 1, [None, offsets_buffer], 0, framed.offset)
+    starts = list(range(0, count, size))
+    bounds = offsets.take(pa.array([*starts, count], pa.int64())).to_pylist()
+    commands = []
+    for n, start in enumerate(starts):
+        # Each framed key ends with the next one's "$": drop the last, add the first.
+        payload = b"$" + data[bounds[n] : bounds[n + 1] - 1].to_pybytes()
+        commands.append(Command(("MGET", Packed(payload, min(size, count - start))), (), ()))
+    handle = client.client_for(settings.connection)
+    (replies,) = await client.execute(handle, [commands], endpoint)
+    values: list[bytes | None] = []
+    errors: dict[int, BaseException] = {}
+    for start, reply in zip(starts, replies, strict=True):
+        stop = min(start + size, count)
+        if isinstance(reply, Exception):
+            if client.is_denied(reply):
+                return None
+            for position in range(start, stop):
+                errors[position] = client.translate(reply, endpoint, key=keys[position].as_py())
+            values += [None] * (stop - start)
+        else:
+            values += reply
+    return values, errors
+
+
+async def _mget_by_command(
+    source: RedisLookup, keys: pa.Array, redis_keys: pa.BinaryArray
+) -> Replies | None:
+    """The MGETs of :func:`_mget_packed` planned key by key (per slot on a cluster),
+    in pipelines of at most ``max_batch`` keys, concurrently."""
+    settings = source._settings
+    endpoint = settings.connection.endpoint
+    wanted = list(enumerate(redis_keys.to_pylist()))
     commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
     batches = codec.pack(commands, settings.max_batch)
     handle = client.client_for(settings.connection)
     replies = await client.execute(handle, batches, endpoint)
-    values: list[Any] = [None] * len(redis_keys)
+    values: list[Any] = [None] * len(wanted)
     errors: dict[int, BaseException] = {}
-    denied = False
     for batch, batch_replies in zip(batches, replies, strict=True):
         for command, reply in zip(batch, batch_replies, strict=True):
             if isinstance(reply, Exception):
                 if len(command.keys) > 1 and client.is_denied(reply):
-                    denied = True
-                    continue
+                    return None
                 for position in command.keys:
                     errors[position] = client.translate(reply, endpoint, key=keys[position].as_py())
-            elif not endpoint.cluster and len(batches) == 1 and len(commands) == 1:
-                values = reply
             else:
                 for position, raw in zip(command.keys, reply, strict=True):
                     values[position] = raw
-    if denied:  # one denied key refuses a whole MGET: let the general path ask key by key
-        return await _general(source, keys, struct_type)
-    return partial(_decoded, values, redis_keys, settings, source.schema, struct_type, errors)
+    return values, errors
 
 
 async def _general(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
@@ -99,7 +151,7 @@ async def _general(source: RedisLookup, keys: pa.Array, struct_type: pa.StructTy
 
 def _decoded(
     values: list[bytes | None],
-    redis_keys: list[bytes],
+    redis_keys: Callable[[], pa.Array],
     settings: LookupSettings,
     schema: Any,
     struct_type: pa.StructType,
@@ -110,28 +162,46 @@ def _decoded(
     return answer
 
 
-def _render(settings: LookupSettings, keys: pa.Array) -> list[bytes] | None:
-    """The Redis keys, built with Arrow compute for a one-placeholder template."""
+def _key_text(settings: LookupSettings, keys: pa.Array) -> pa.BinaryArray | None:
+    """What a one-placeholder template puts in its placeholder for each key (UTF-8), or
+    None when the template or the key type is not for the bulk path."""
     template = settings.key_template
     if template.arity != 1 or template.encoding.replace("-", "").lower() != "utf8":
         return None
     if not (pa.types.is_integer(keys.type) or pa.types.is_string(keys.type)):
         return None
-    prefix, suffix = template.literals
-    text = pc.cast(keys, pa.string())
-    joined = pc.binary_join_element_wise(
-        pa.scalar(prefix, pa.binary()),
-        pc.cast(text, pa.binary()),
-        pa.scalar(suffix, pa.binary()),
+    text: pa.BinaryArray = pc.cast(pc.cast(keys, pa.string()), pa.binary())
+    return text
+
+
+def _rendered(settings: LookupSettings, text: pa.BinaryArray) -> pa.BinaryArray:
+    """The Redis keys: the template's literals around each key's text."""
+    prefix, suffix = settings.key_template.literals
+    rendered: pa.BinaryArray = pc.binary_join_element_wise(
+        pa.scalar(prefix, pa.binary()), text, pa.scalar(suffix, pa.binary()), b""
+    )
+    return rendered
+
+
+def _framed(settings: LookupSettings, text: pa.BinaryArray) -> pa.BinaryArray:
+    """Each Redis key as a RESP bulk string, ``$<length>\\r\\n<key>\\r\\n``, shifted by
+    one byte: each element starts with the length and ends with the next one's ``$``.
+    (Four parts instead of five: the join costs per part and row.)"""
+    prefix, suffix = settings.key_template.literals
+    lengths = pc.add(pc.binary_length(text), len(prefix) + len(suffix))
+    framed: pa.BinaryArray = pc.binary_join_element_wise(
+        pc.cast(pc.cast(lengths, pa.string()), pa.binary()),
+        pa.scalar(b"\r\n" + prefix, pa.binary()),
+        text,
+        pa.scalar(suffix + b"\r\n$", pa.binary()),
         b"",
     )
-    rendered: list[bytes] = joined.to_pylist()
-    return rendered
+    return framed
 
 
 def decode_json(
     values: list[bytes | None],
-    redis_keys: list[bytes],
+    redis_keys: Sequence[bytes] | Callable[[], pa.Array],
     settings: LookupSettings,
     schema: Any,
     struct_type: pa.StructType,
@@ -231,13 +301,17 @@ def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
 def _per_value(
     positions: list[int],
     values: list[bytes | None],
-    redis_keys: list[bytes],
+    redis_keys: Sequence[bytes] | Callable[[], pa.Array],
     settings: LookupSettings,
     schema: Any,
     struct_type: pa.StructType,
 ) -> ColumnarAnswer:
     """The per-value decoder's answer for the values at ``positions``, aligned with
     ``values`` (null structs at the other positions)."""
-    command = Command(("MGET",), tuple(positions), tuple(redis_keys[p] for p in positions))
+    if callable(redis_keys):
+        named = tuple(redis_keys().take(pa.array(positions, pa.int64())).to_pylist())
+    else:
+        named = tuple(redis_keys[p] for p in positions)
+    command = Command(("MGET",), tuple(positions), named)
     decoded = codec.decode(command, [values[p] for p in positions], settings, schema)
     return answer_from_mapping(range(len(values)), decoded, struct_type)

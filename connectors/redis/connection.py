@@ -1,11 +1,14 @@
-"""Connections of the standalone Redis pool, packing commands with hiredis's C packer.
+"""Connections of the standalone Redis pool: commands packed in C, or already packed.
 
 redis.asyncio packs every command in pure Python, even when hiredis is installed (only
 sync redis-py uses ``hiredis.pack_command``); for a 500-key MGET that is most of the
-client-side cost of a round trip. :func:`connection_class` gives the pool a connection
-class that packs with hiredis instead, and falls back to redis-py's own packer for
+client-side cost of a round trip. The pool's :class:`PackingConnection` packs with
+hiredis instead when it is installed, and falls back to redis-py's own packer for
 anything hiredis would pack differently or refuse, so the bytes on the wire are the same.
-Without hiredis it returns redis-py's classes unchanged.
+
+It also sends :class:`Packed` arguments as they are: the columnar lookup frames a whole
+MGET's keys in RESP with Arrow compute (:mod:`connectors.redis.arrow`), so no key
+becomes a Python object on the way out.
 
 The pool's encoder must be redis-py's default (UTF-8, strict), as hiredis encodes ``str``
 arguments that way: ``_redis_client`` never sets another.
@@ -14,6 +17,7 @@ arguments that way: ``_redis_client`` never sets another.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio.connection import Connection, SSLConnection
@@ -27,8 +31,22 @@ except ImportError:  # hiredis is optional: redis-py's packer does the same, slo
     _hiredis_pack = None
 
 
-class HiredisPackingConnection(Connection):
-    """A ``Connection`` whose commands are packed by ``hiredis.pack_command``.
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A command's arguments after its name, already in RESP: ``count`` bulk strings
+    (``$<length>\\r\\n<bytes>\\r\\n`` each) in ``payload``. Only :class:`PackingConnection`
+    sends it: a command is ``(name, Packed(...))``."""
+
+    payload: bytes
+    count: int
+
+    def __repr__(self) -> str:  # never the payload: it may be large
+        return f"Packed({self.count} arguments, {len(self.payload)} bytes)"
+
+
+class PackingConnection(Connection):
+    """A ``Connection`` whose commands are packed by ``hiredis.pack_command`` (when
+    installed), and which sends a :class:`Packed` command's payload as it is.
 
     The bytes sent are those redis-py's own packer would send: a command hiredis would
     pack differently (a name with a space, such as ``"CONFIG GET"``, which redis-py
@@ -43,12 +61,16 @@ class HiredisPackingConnection(Connection):
     def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
         """The commands in RESP, in one buffer."""
         pack = _hiredis_pack
-        assert pack is not None  # connection_class hands out this class only then
         packed: list[bytes] = []
         for command in commands:
             args = tuple(command)
             name = args[0]
-            if type(name) is str and " " not in name:
+            if len(args) == 2 and type(args[1]) is Packed and type(name) is str:
+                head = name.encode()
+                packed.append(b"*%d\r\n$%d\r\n%s\r\n" % (args[1].count + 1, len(head), head))
+                packed.append(args[1].payload)
+                continue
+            if pack is not None and type(name) is str and " " not in name:
                 try:
                     packed.append(pack(args))
                     continue
@@ -58,12 +80,10 @@ class HiredisPackingConnection(Connection):
         return [b"".join(packed)] if packed else []
 
 
-class HiredisPackingSSLConnection(HiredisPackingConnection, SSLConnection):
-    """An ``SSLConnection`` whose commands are packed by ``hiredis.pack_command``."""
+class PackingSSLConnection(PackingConnection, SSLConnection):
+    """An ``SSLConnection`` packing as :class:`PackingConnection` does."""
 
 
 def connection_class(tls: bool) -> type[Connection]:
-    """The connection class of a standalone pool: hiredis packing when hiredis is installed."""
-    if _hiredis_pack is None:
-        return SSLConnection if tls else Connection
-    return HiredisPackingSSLConnection if tls else HiredisPackingConnection
+    """The connection class of a standalone pool."""
+    return PackingSSLConnection if tls else PackingConnection

@@ -10,12 +10,12 @@ from redis.exceptions import DataError
 
 from connectors.redis import connection as _redis_connection
 from connectors.redis.connection import (
-    HiredisPackingConnection,
-    HiredisPackingSSLConnection,
+    PackingConnection,
+    PackingSSLConnection,
+    Packed,
     connection_class,
 )
 
-pytest.importorskip("hiredis")
 
 COMMANDS: list[tuple[Any, ...]] = [
     ("MGET", *(f"user:{i}".encode() for i in range(500))),
@@ -37,13 +37,13 @@ def _wire(chunks: list[bytes]) -> bytes:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: str(c[0]))
 def test_pack_command_matches_redis_py(command: tuple[Any, ...]) -> None:
-    ours, theirs = HiredisPackingConnection(), Connection()
+    ours, theirs = PackingConnection(), Connection()
 
     assert _wire(ours.pack_command(*command)) == _wire(theirs.pack_command(*command))
 
 
 def test_pack_commands_matches_redis_py() -> None:
-    ours, theirs = HiredisPackingConnection(), Connection()
+    ours, theirs = PackingConnection(), Connection()
 
     assert _wire(ours.pack_commands(COMMANDS)) == _wire(theirs.pack_commands(COMMANDS))
     assert ours.pack_commands([]) == theirs.pack_commands([]) == []
@@ -52,21 +52,40 @@ def test_pack_commands_matches_redis_py() -> None:
 @pytest.mark.parametrize("bad", [None, True])
 def test_unpackable_arguments_raise_redis_pys_error(bad: Any) -> None:
     with pytest.raises(DataError) as ours:
-        HiredisPackingConnection().pack_command("SET", b"k", bad)
+        PackingConnection().pack_command("SET", b"k", bad)
     with pytest.raises(DataError) as theirs:
         Connection().pack_command("SET", b"k", bad)
 
     assert str(ours.value) == str(theirs.value)
 
 
-def test_connection_class_keeps_tls_and_falls_back_without_hiredis(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert connection_class(tls=False) is HiredisPackingConnection
-    assert connection_class(tls=True) is HiredisPackingSSLConnection
-    assert issubclass(HiredisPackingSSLConnection, SSLConnection)
+def test_connection_class_keeps_tls() -> None:
+    assert connection_class(tls=False) is PackingConnection
+    assert connection_class(tls=True) is PackingSSLConnection
+    assert issubclass(PackingSSLConnection, SSLConnection)
 
+
+@pytest.mark.parametrize("hiredis", [True, False], ids=["hiredis", "redis-py packer"])
+def test_packed_arguments_go_out_as_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch, hiredis: bool
+) -> None:
+    if not hiredis:
+        monkeypatch.setattr(_redis_connection, "_hiredis_pack", None)
+    keys = [f"user:{i}".encode() for i in range(3)] + ["clé".encode()]
+    payload = b"".join(b"$%d\r\n%s\r\n" % (len(k), k) for k in keys)
+    ours = PackingConnection()
+    commands = [("MGET", Packed(payload, len(keys))), ("SET", b"k", b"v")]
+
+    assert _wire(ours.pack_commands(commands)) == _wire(
+        Connection().pack_commands([("MGET", *keys), ("SET", b"k", b"v")])
+    )
+    assert "user" not in repr(Packed(payload, len(keys)))
+
+
+def test_without_hiredis_redis_pys_packer_packs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_redis_connection, "_hiredis_pack", None)
 
-    assert connection_class(tls=False) is Connection
-    assert connection_class(tls=True) is SSLConnection
+    for command in COMMANDS[:-3]:
+        assert _wire(PackingConnection().pack_command(*command)) == _wire(
+            Connection().pack_command(*command)
+        )
