@@ -214,14 +214,16 @@ def decode_json(
     count = len(values)
     if not all(f.type in BULK_TYPES for f in struct_type):
         return _per_value(list(range(count)), values, redis_keys, settings, schema, struct_type)
-    if None in values:
+    try:  # join refuses None (a missing key) at C speed: the common case costs no scan
+        blob = b"\n".join(values)  # type: ignore[arg-type]
+        found: Sequence[int] = range(count)
+        present = values
+    except TypeError:
         found = [i for i, value in enumerate(values) if value is not None]
         present = [values[i] for i in found]
-    else:
-        found, present = list(range(count)), values
+        blob = b"\n".join(present)  # type: ignore[arg-type]
     if not present:  # every key missing
         return ColumnarAnswer(pa.nulls(count, type=struct_type))
-    blob = b"\n".join(present)  # type: ignore[arg-type]
     size = len(present)
     # Every value starts an object and holds no newline: one line per value.
     if blob[:1] == b"{" and blob.count(b"\n") == size - 1 == blob.count(b"\n{"):
@@ -247,7 +249,7 @@ def decode_json(
     return ColumnarAnswer(merged, rest.errors, rest.multi)
 
 
-def _spread(rows: pa.StructArray, positions: list[int], count: int) -> pa.StructArray:
+def _spread(rows: pa.StructArray, positions: Sequence[int], count: int) -> pa.StructArray:
     """``rows[j]`` moved to ``positions[j]`` of ``count`` structs, the others null."""
     if len(positions) == count:
         return rows
@@ -264,7 +266,9 @@ def _read_bulk(blob: bytes, lines: int, struct_type: pa.StructType) -> pa.Struct
     if lines == 0:
         empty: pa.StructArray = pa.array([], type=struct_type)
         return empty
-    if b"NaN" in blob or b"Infinity" in blob:  # Arrow takes them, the per-value path not
+    # Arrow takes NaN and Infinity tokens, the per-value path not. One byte is found
+    # at memchr speed, a word is searched for only where its first letter occurs.
+    if (b"N" in blob and b"NaN" in blob) or (b"I" in blob and b"Infinity" in blob):
         return None
     options = _parse_options(struct_type)
     # One block holding the whole blob, read on this thread: measured 4-7x faster than
@@ -299,7 +303,7 @@ def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
 
 
 def _per_value(
-    positions: list[int],
+    positions: Sequence[int],
     values: list[bytes | None],
     redis_keys: Sequence[bytes] | Callable[[], pa.Array],
     settings: LookupSettings,
