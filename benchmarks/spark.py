@@ -383,7 +383,8 @@ value="json", schema=...), on="user_id", timeout=None)` on its defaults (capacit
 (keys as Arrow arrays, distinct keys by dictionary encoding, Redis keys framed in RESP
 by Arrow compute and sent as one pipeline of MGETs of at most 500 keys per chunk from
 each worker's asyncio loop, JSON decoded in bulk by Arrow's reader on the task thread,
-rows aligned with `take`), typed columns `name`, `tier`, `credit` added; "tuned" rows set another capacity.
+rows aligned with `take`), typed columns `name`, `tier`, `credit` added; "tuned" rows
+set another capacity.
 The SQL row is `SELECT *, dim_user(user_id) AS u FROM orders`
 with `enrich.spark.sql.register_lookup` (an Arrow UDF on the same engine, returning a struct,
 always ordered). (a) is a classic row-at-a-time `F.udf` (pickled, not Arrow-optimized)

@@ -10,12 +10,11 @@ from redis.exceptions import DataError
 
 from connectors.redis import connection as _redis_connection
 from connectors.redis.connection import (
+    Packed,
     PackingConnection,
     PackingSSLConnection,
-    Packed,
     connection_class,
 )
-
 
 COMMANDS: list[tuple[Any, ...]] = [
     ("MGET", *(f"user:{i}".encode() for i in range(500))),
