@@ -105,6 +105,33 @@ class Settings:
             max_value_bytes=check_int("max_value_bytes", max_value_bytes, rule="> 0"),
         )
 
+    def described(self) -> str:
+        """The source's arguments as ``repr`` shows them: header values, credentials and
+        the templates' query values masked; defaults left out."""
+        parts = [repr(self.template.redacted()), f"schema={self.schema!r}"]
+        if self.method != DEFAULT_METHOD:
+            parts.append(f"method={self.method!r}")
+        shown = {name: MASK for name, _ in self.headers}
+        if self.has_auth:
+            shown.pop("Authorization", None)
+            parts.append(f"auth={MASK!r}")
+        if shown:
+            parts.append(f"headers={shown!r}")
+        if self.batch is not None:
+            parts.append(f"batch_url={self.batch.redacted()!r}, max_batch={self.max_batch}")
+        if self.rate_limit is not None:
+            parts.append(f"rate_limit={self.rate_limit:g}")
+        parts.append(f"max_connections={self.max_connections}, timeout={self.timeout:g}")
+        if self.follow_redirects != DEFAULT_FOLLOW_REDIRECTS:
+            parts.append(f"follow_redirects={self.follow_redirects!r}")
+        if self.max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
+            parts.append(f"max_value_bytes={self.max_value_bytes}")
+        if self.path:
+            parts.append(f"path={'.'.join(self.path)!r}")
+        if self.fields:
+            parts.append(f"fields={ {name: '.'.join(p) for name, p in self.fields}!r}")
+        return ", ".join(parts)
+
 
 def _redirect_policy(value: RedirectPolicy) -> RedirectPolicy:
     if value not in _REDIRECT_POLICIES:

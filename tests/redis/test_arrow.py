@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from connectors.redis.arrow import decode_json
-from enrich.lookup.columnar import ColumnarAnswer, struct_rows
+from enrich.lookup.columnar import struct_rows
 from tests.redis.conftest import MakeLookup
+from tests.support.answers import expected, outcomes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 
@@ -53,32 +54,6 @@ TRICKY: dict[str, bytes] = {
     "bad_utf8": b'{"name": "\xff"}',
     "object_as_name": b'{"name": {"x": 1}}',
 }
-
-
-def outcomes(keys: list[Any], answer: ColumnarAnswer) -> dict[Any, Any]:
-    rows = struct_rows(answer.rows)
-    out: dict[Any, Any] = {}
-    for i, key in enumerate(keys):
-        if i in answer.errors:
-            out[key] = ("error", type(answer.errors[i]).__name__, str(answer.errors[i]))
-        elif i in answer.multi:
-            out[key] = ("rows", answer.multi[i])
-        else:
-            out[key] = rows[i]
-    return out
-
-
-def expected(keys: list[Any], found: dict[Any, Any]) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for key in keys:
-        answer = found.get(key)
-        if isinstance(answer, BaseException):
-            out[key] = ("error", type(answer).__name__, str(answer))
-        elif isinstance(answer, list):
-            out[key] = ("rows", answer) if answer else None
-        else:
-            out[key] = answer
-    return out
 
 
 @pytest.mark.parametrize("cluster", [False, True])
@@ -170,3 +145,20 @@ async def test_fetch_arrow_reads_now_and_decodes_later_on_any_thread(
     answer = await asyncio.to_thread(decode)
     assert outcomes(keys, answer) == want
     assert want["plain"] == ("Ada", 1, 9007199254740993, 2.0, None, True)
+
+
+async def test_a_missing_not_null_field_is_the_per_value_decoders_error() -> None:
+    from connectors.redis import RedisLookup
+
+    source = RedisLookup(
+        "redis://localhost:1/0", key_template="t:{}", value="json", schema="name string NOT NULL"
+    )
+    struct = pa.struct([("name", pa.string())])
+    values = [b'{"name": "Ada"}', b'{"n": 1}', b'{"name": null}', None]
+    redis_keys = [b"t:a", b"t:b", b"t:c", b"t:d"]
+    answer = decode_json(values, redis_keys, source._settings, source.schema, struct)
+    assert struct_rows(answer.rows) == [("Ada",), None, None, None]
+    assert sorted(answer.errors) == [1, 2]
+    assert str(answer.errors[1]) == (
+        "redis key b't:b': field 'name': missing or null, but declared string NOT NULL"
+    )

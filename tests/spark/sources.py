@@ -41,3 +41,28 @@ class ShuffledLatencySource:
 
     async def aclose(self) -> None:
         pass
+
+
+class RowByRow:
+    """A source's ``lookup_many`` and ``lookup_each`` without its columnar lookup, so a
+    join against it takes the per-row path: what a columnar source's join gave before."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.schema = source.schema
+
+    async def lookup_many(self, keys: Sequence[Any]) -> Mapping[Any, Any]:
+        found: Mapping[Any, Any] = await self.source.lookup_many(keys)
+        return found
+
+    def lookup_each(self, keys: Sequence[Any]) -> Any:
+        return self.source.lookup_each(keys)
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RowByRow) and other.source == self.source
+
+    def __hash__(self) -> int:
+        return hash((RowByRow, self.source))

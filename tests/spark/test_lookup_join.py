@@ -14,8 +14,8 @@ from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
 from enrich import FixedDelayRetry, LookupCache, SchemaError
 from enrich.spark import lookup_join, statistics
-from tests.spark.sources import ShuffledLatencySource
-from tests.support.http_server import HttpTestServer
+from tests.spark.sources import RowByRow, ShuffledLatencySource
+from tests.support.http_server import BATCH_PATH, HttpTestServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -83,6 +83,31 @@ def test_matches_a_pandas_reference(
         "double",
     ]
     assert sorted_rows(out.collect()) == reference(expected_input, how)
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_the_http_batch_endpoint_gives_the_rows_of_the_per_row_join(
+    spark: SparkSession, http_server: HttpTestServer, how: str
+) -> None:
+    http_server.data.update({**USERS, **MULTI, "bad": {"name": "Bad", "credit": "lots"}})
+    source = HttpLookup(
+        http_server.url("/users/{}"),
+        schema="name string, tier string, credit double",
+        batch_url=http_server.url(BATCH_PATH),
+        max_batch=2,
+    )
+    df, expected_input = orders(spark)
+    extra = spark.createDataFrame([(20, "bad", 1.0), (21, "u2", 2.0)], df.schema)
+    settings: dict[str, Any] = {"on": "user_id", "how": how, "on_error": "error_column"}
+    columnar = lookup_join(df.union(extra), source, name=f"http_columnar_{how}", **settings)
+    per_row = lookup_join(df.union(extra), RowByRow(source), name=f"http_per_row_{how}", **settings)
+    got = sorted_rows(columnar.collect())
+    assert got == sorted_rows(per_row.collect())
+    assert [row[:6] for row in got if row[0] < 20] == reference(expected_input, how)
+    (bad,) = [row for row in got if row[1] == "bad"]
+    assert bad[3:] == (None, None, None, "decode: field 'credit': cannot read 'lots' as double")
+    assert statistics(f"http_columnar_{how}").rows_in == 9
+    assert statistics(f"http_per_row_{how}").rows_in == 9
 
 
 def test_ordered_mode_keeps_each_partitions_order(spark: SparkSession) -> None:

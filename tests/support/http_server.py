@@ -11,6 +11,7 @@ what it received::
     server.drop.add("u5")                          # headers, half a body, then a closed socket
     server.redirect("u6", "http://elsewhere/u6")   # -> 302 with that Location
     server.large["u7"] = (b"[" * 2**22, False)     # that body, streamed in chunks, no length
+    server.raw["u8"] = b'{"n": NaN}'              # in a batch answer, that JSON text as is
     server.requests                                # every request, with its raw path
 
 A request's key is its last path segment, percent-decoded (or its ``id`` query value when
@@ -71,6 +72,8 @@ class _Script:
     malformed: set[str] = field(default_factory=set)
     drop: set[str] = field(default_factory=set)
     batch_status: tuple[int, dict[str, str]] | None = None
+    batch_body: bytes | None = None
+    raw: dict[str, bytes] = field(default_factory=dict)
     redirects: dict[str, tuple[int, str]] = field(default_factory=dict)
     large: dict[str, tuple[bytes, bool]] = field(default_factory=dict)
     default_latency: float = 0.0
@@ -121,6 +124,16 @@ class HttpTestServer:
         the body itself, and a client that stops reading stops the stream.
         """
         return self._script.large
+
+    @property
+    def raw(self) -> dict[str, bytes]:
+        """Key -> JSON text put in batch answers as it is (before ``data``): duplicate
+        names, ``NaN`` tokens, line breaks and all."""
+        return self._script.raw
+
+    def answer_batch_with(self, body: bytes) -> None:
+        """Answer every batch POST with 200 and ``body``, whatever the keys."""
+        self._script.batch_body = body
 
     def redirect(self, key: str, location: str, status: int = 302) -> None:
         """Answer ``key`` with ``status`` and ``Location: location``."""
@@ -301,8 +314,10 @@ class HttpTestServer:
         if script.batch_status is not None:
             status, headers = script.batch_status
             return web.json_response({"error": status}, status=status, headers=headers)
+        if script.batch_body is not None:
+            return web.Response(body=script.batch_body, content_type="application/json")
         keys = json.loads(body)
-        answer = {}
+        parts: list[bytes] = []
         for key in keys:
             text = (
                 json.dumps(key, separators=(",", ":"), ensure_ascii=False)
@@ -311,9 +326,14 @@ class HttpTestServer:
             )
             if text in script.malformed:
                 return web.Response(body=b"[not json", content_type="application/json")
-            if text in script.data:
-                answer[text] = script.data[text]
-        return web.json_response(answer)
+            if text in script.raw:
+                parts.append(json.dumps(text).encode() + b": " + script.raw[text])
+            elif text in script.data:
+                parts.append(
+                    json.dumps(text).encode() + b": " + json.dumps(script.data[text]).encode()
+                )
+        answer = b"{" + b", ".join(parts) + b"}"
+        return web.Response(body=answer, content_type="application/json")
 
 
 async def _stream(request: web.BaseRequest, body: bytes, declare: bool) -> web.StreamResponse:
