@@ -8,12 +8,13 @@ A :class:`CacheStore` is read and filled key by key (``get``, ``put``: the per-r
 or a chunk's distinct keys at a time (``get_many``, ``put_many``: the columnar lane).
 Both kinds share one store per source scope and keep the same outcomes and counters;
 the bulk methods run as C-level passes over the keys (``map`` of the dict's own
-methods, ``itertools.compress``), with no Python step per key except for an entry that
-has expired (deleted) or a store past ``max_rows`` (one ``popitem`` per eviction, still
-in C). An entry holds the rows as the per-row join uses them (tuples), so both kinds
-read what the other wrote; the lane turns hits into Arrow in bulk (one ``pa.array``
-per field), which measured cheaper overall than keeping Arrow slices (see
-:mod:`enrich.lookup.lane_cache`).
+methods, ``itertools.compress``; evictions too), with a Python step only to delete an
+entry found expired. On a large store their cost is mostly memory latency (each key's
+entry, its LRU links, its rows), so they gain most on fills and small stores.
+
+An entry holds the rows as the per-row join uses them (tuples), so both kinds read what
+the other wrote; the lane turns hits into Arrow in bulk (one ``pa.array`` per field).
+Why not Arrow slices in the entries: see :mod:`enrich.lookup.lane_cache`.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ class LookupCache:
         cache_missing: whether misses are cached at all.
 
     At least one of ``max_rows`` and ``ttl`` must bound the cache. A retry made because
-    of a miss always asks the store again: a cached miss never answers a retry.
+    of a miss always asks the store again: a cached miss never answers a retry. The
+    per-row join and the columnar lane of a source share its store: the first key by
+    key, the second a chunk's distinct keys at a time (see the module docstring).
     """
 
     max_rows: int | None = 10_000

@@ -105,17 +105,21 @@ class CacheProbe:
         hit_positions = list(compress(range(len(values)), cached))
         hit_values = list(compress(values, cached))
         is_row = list(map(isinstance, hit_values, repeat(tuple)))
-        row_positions = list(compress(hit_positions, is_row))
-        # Cached misses and cached 1:N keys: a null struct each; the 1:N rows go aside.
-        not_row = list(map(not_, is_row))
-        other_positions = list(compress(hit_positions, not_row))
-        others = list(compress(hit_values, not_row))
-        is_multi = list(map(is_not, others, repeat(MISS)))
-        multi = dict(
-            zip(compress(other_positions, is_multi), compress(others, is_multi), strict=True)
-        )
-        pieces = [tuples_to_struct(list(compress(hit_values, is_row)), struct_type)]
-        pieces.append(pa.nulls(len(other_positions), struct_type))
+        rows = list(compress(hit_values, is_row))
+        pieces = [tuples_to_struct(rows, struct_type)]
+        multi: dict[int, Any] = {}
+        if len(rows) == len(hit_values):  # the common case: every hit is one row
+            row_positions, other_positions = hit_positions, []
+        else:  # cached misses and cached 1:N keys: a null struct each, 1:N rows aside
+            row_positions = list(compress(hit_positions, is_row))
+            not_row = list(map(not_, is_row))
+            other_positions = list(compress(hit_positions, not_row))
+            others = list(compress(hit_values, not_row))
+            is_multi = list(map(is_not, others, repeat(MISS)))
+            multi.update(
+                zip(compress(other_positions, is_multi), compress(others, is_multi), strict=True)
+            )
+            pieces.append(pa.nulls(len(other_positions), struct_type))
         ask = self.ask_positions
         errors: dict[int, BaseException] = {}
         if fetched is not None and ask:
