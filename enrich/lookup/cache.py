@@ -3,14 +3,28 @@
 A :class:`LookupCache` is a picklable description; its storage lives once per process
 (see ``enrich.process_local``), so every task of an executor shares it, and it starts
 empty in a new worker. All access happens on the runtime loop thread.
+
+A :class:`CacheStore` is read and filled key by key (``get``, ``put``: the per-row join)
+or a chunk's distinct keys at a time (``get_many``, ``put_many``: the columnar lane).
+Both kinds share one store per source scope and keep the same outcomes and counters;
+the bulk methods run as C-level passes over the keys (``map`` of the dict's own
+methods, ``itertools.compress``; evictions too), with a Python step only to delete an
+entry found expired. On a large store their cost is mostly memory latency (each key's
+entry, its LRU links, its rows), so they gain most on fills and small stores.
+
+An entry holds the rows as the per-row join uses them (tuples), so both kinds read what
+the other wrote; the lane turns hits into Arrow in bulk (one ``pa.array`` per field).
+Why not Arrow slices in the entries: see :mod:`enrich.lookup.lane_cache`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
-from collections.abc import Hashable
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count, repeat
+from operator import is_, is_not, itemgetter, le
 from typing import Any
 
 from ..engine.checks import check_int, check_seconds
@@ -18,6 +32,11 @@ from ..engine.runtime import process_local
 
 # What a cached miss holds, to tell it apart from an absent key.
 MISS: Any = object()
+
+# What get_many reads for an absent key: never expired, no rows.
+_ABSENT = (float("inf"), None)
+_expiry = itemgetter(0)
+_rows = itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -57,7 +76,9 @@ class LookupCache:
         cache_missing: whether misses are cached at all.
 
     At least one of ``max_rows`` and ``ttl`` must bound the cache. A retry made because
-    of a miss always asks the store again: a cached miss never answers a retry.
+    of a miss always asks the store again: a cached miss never answers a retry. The
+    per-row join and the columnar lane of a source share its store: the first key by
+    key, the second a chunk's distinct keys at a time (see the module docstring).
     """
 
     max_rows: int | None = 10_000
@@ -133,8 +154,66 @@ class CacheStore:
                 entries.popitem(last=False)
                 self._evictions += 1
 
-    def failed(self) -> None:
-        self._load_failures += 1
+    def get_many(self, keys: Sequence[Any], now: float) -> list[Any]:
+        """What :meth:`get` answers for each of ``keys`` (distinct), in bulk: the cached
+        rows, :data:`MISS`, or None where absent or expired.
+
+        Outcomes, counters and recency are those of calling ``get(key, now)`` for each
+        key in order; an expired entry is deleted, as ``get`` deletes it. A retry never
+        comes here (it would need ``accept_miss=False``)."""
+        entries = self._entries
+        found = list(map(entries.get, keys, repeat(_ABSENT)))
+        values = list(map(_rows, found))
+        if found and min(map(_expiry, found)) <= now:
+            # Some entries expired (rare per probe): one C-level pass finds them, then
+            # each is deleted, as get() would.
+            for position in compress(count(), map(le, map(_expiry, found), repeat(now))):
+                del entries[keys[position]]
+                values[position] = None
+        absent = values.count(None)
+        if absent < len(values):  # refresh the hits' recency, in key order
+            hits = compress(keys, map(is_not, values, repeat(None)))
+            deque(map(entries.move_to_end, hits), maxlen=0)
+        self._hits += len(values) - absent
+        self._misses += absent
+        return values
+
+    def put_many(self, keys: Sequence[Any], rows: Sequence[Any], now: float) -> None:
+        """``put(key, rows, now)`` for each key and its rows, in order, in bulk (keys
+        distinct). The entries, their order and the counters are those of the puts one
+        by one, except that a key both evicted and put again by the same call counts
+        one eviction instead of two (the entries kept are the same)."""
+        settings = self.settings
+        ttl = settings.ttl
+        expires = now + ttl if ttl is not None else float("inf")
+        if settings.cache_missing:
+            ttl_missing = settings.ttl_missing if settings.ttl_missing is not None else ttl
+            expires_missing = now + ttl_missing if ttl_missing is not None else float("inf")
+        else:  # misses are not cached: leave them out
+            found = list(map(is_not, rows, repeat(MISS)))
+            keys = list(compress(keys, found))
+            rows = list(compress(rows, found))
+            expires_missing = expires
+        if expires_missing == expires:
+            pairs = zip(repeat(expires), rows, strict=False)
+        else:  # each entry's expiry by its kind (a bool indexes the pair)
+            kinds = map(is_, rows, repeat(MISS))
+            pairs = zip(map((expires, expires_missing).__getitem__, kinds), rows, strict=True)
+        entries = self._entries
+        before = len(entries)
+        entries.update(zip(keys, pairs, strict=True))
+        if len(entries) - before != len(keys):  # some keys were cached: refresh them
+            deque(map(entries.move_to_end, keys), maxlen=0)
+        self._loads += len(keys)
+        limit = settings.max_rows
+        if limit is not None and len(entries) > limit:
+            excess = len(entries) - limit
+            deque(map(entries.popitem, repeat(False, excess)), maxlen=0)
+            self._evictions += excess
+
+    def failed(self, count: int = 1) -> None:
+        """``count`` lookups failed (their failures are not cached)."""
+        self._load_failures += count
 
     def clear(self) -> None:
         self._entries.clear()

