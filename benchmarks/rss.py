@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from connectors.redis import RedisLookup
 from enrich import LookupCache
 from enrich.demo.local import local_redis
+from enrich.lookup.settings import JoinSettings
 from enrich.spark.arrow import JoinPlan, enrich_batches
 
 from ._report import table, write
@@ -59,8 +60,7 @@ def main() -> None:
             source=source,
             on=(0,),
             columns=("name", "tier", "credit"),
-            cache=LookupCache(max_rows=100_000, ttl=600),
-            timeout=None,
+            settings=JoinSettings(cache=LookupCache(max_rows=100_000, ttl=600), timeout=None),
         )
         samples: list[list[object]] = []
         rows = 0
