@@ -22,7 +22,7 @@ from connectors.redis import RedisLookup
 from enrich import LookupCache
 from enrich.demo.local import local_redis
 from enrich.lookup.settings import JoinSettings
-from enrich.spark.arrow import JoinPlan, enrich_batches
+from enrich.spark.arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 
 from ._report import table, write
 from .lookup import load_users
@@ -60,7 +60,12 @@ def main() -> None:
             source=source,
             on=(0,),
             columns=("name", "tier", "credit"),
-            settings=JoinSettings(cache=LookupCache(max_rows=100_000, ttl=600), timeout=None),
+            # lookup_join's own defaults (its capacity is the Spark one, not the engine's).
+            settings=JoinSettings(
+                capacity=DEFAULT_SPARK_CAPACITY,
+                cache=LookupCache(max_rows=100_000, ttl=600),
+                timeout=None,
+            ),
         )
         samples: list[list[object]] = []
         rows = 0
