@@ -162,3 +162,25 @@ async def test_a_missing_not_null_field_is_the_per_value_decoders_error() -> Non
     assert str(answer.errors[1]) == (
         "redis key b't:b': field 'name': missing or null, but declared string NOT NULL"
     )
+
+
+async def test_a_calls_mgets_go_out_as_one_pipeline_on_one_connection(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    for i in range(1000):
+        redis_client.set(f"user:{i}", f'{{"name": "u{i}", "n": {i}}}')
+    source = make_lookup(
+        redis_server.url, key_template="user:{}", value="json", schema=SCHEMA, max_batch=100
+    )
+    await source.lookup_arrow(pa.array([0], pa.int64()), STRUCT)  # opens the pool
+    redis_client.config_resetstat()
+    connections = redis_client.info("stats")["total_connections_received"]
+    keys = pa.array(list(range(1050)), pa.int64())
+
+    answer = await source.lookup_arrow(keys, STRUCT)
+
+    assert struct_rows(answer.rows)[999][:2] == ("u999", 999)
+    assert struct_rows(answer.rows)[1000:] == [None] * 50
+    # Eleven MGETs of at most max_batch keys, sent back to back on the open connection.
+    assert redis_client.info("commandstats")["cmdstat_mget"]["calls"] == 11
+    assert redis_client.info("stats")["total_connections_received"] == connections
