@@ -47,16 +47,8 @@ if TYPE_CHECKING:
     from .source import HttpLookup
 
 
-async def lookup_arrow(
-    source: HttpLookup, keys: pa.Array, struct_type: pa.StructType
-) -> ColumnarAnswer:
-    """``source.lookup_arrow``: see the module docstring."""
-    decode = await fetch_arrow(source, keys, struct_type)
-    return decode()
-
-
 async def fetch_arrow(source: HttpLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
-    """``source.fetch_arrow``: the POSTs of :func:`lookup_arrow`, made now, and its
+    """``source.fetch_arrow``: the POSTs of ``source.lookup_arrow``, made now, and its
     decoding, returned as a step to run later on any thread (it reads only the answers'
     bodies and what the source fixed on construction).
 

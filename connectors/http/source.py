@@ -202,14 +202,13 @@ class HttpLookup:
     async def _lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
         """``lookup_arrow``: the batch POSTs, the answers decoded in bulk into
         ``struct_type`` (see ``connectors.http.arrow``)."""
-        from .arrow import lookup_arrow  # pyarrow is needed only on this path
-
-        return await lookup_arrow(self, keys, struct_type)
+        decode = await self._fetch_arrow(keys, struct_type)
+        return decode()
 
     async def _fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
         """``fetch_arrow``: the batch POSTs now, the bulk decode returned as a step the
         caller runs on its own thread (see ``connectors.http.arrow``)."""
-        from .arrow import fetch_arrow
+        from .arrow import fetch_arrow  # pyarrow is needed only on this path
 
         return await fetch_arrow(self, keys, struct_type)
 

@@ -277,14 +277,13 @@ class RedisLookup:
     async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
         """The columnar lookup (``enrich.lookup.columnar.ColumnarSource``): same outcomes
         as ``lookup_many``, JSON objects decoded in bulk (see ``connectors.redis.arrow``)."""
-        from .arrow import lookup_arrow  # pyarrow is needed only on this path
-
-        return await lookup_arrow(self, keys, struct_type)
+        decode = await self.fetch_arrow(keys, struct_type)
+        return decode()
 
     async def fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
         """``lookup_arrow`` split at the reply: the MGETs now, the bulk decode returned
         as a step the caller runs on its own thread (see ``connectors.redis.arrow``)."""
-        from .arrow import fetch_arrow
+        from .arrow import fetch_arrow  # pyarrow is needed only on this path
 
         return await fetch_arrow(self, keys, struct_type)
 

@@ -43,16 +43,8 @@ if TYPE_CHECKING:
     from . import RedisLookup
 
 
-async def lookup_arrow(
-    source: RedisLookup, keys: pa.Array, struct_type: pa.StructType
-) -> ColumnarAnswer:
-    """``source.lookup_arrow``: see the module docstring."""
-    decode = await fetch_arrow(source, keys, struct_type)
-    return decode()
-
-
 async def fetch_arrow(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
-    """``source.fetch_arrow``: the requests of :func:`lookup_arrow`, made now, and its
+    """``source.fetch_arrow``: the requests of ``source.lookup_arrow``, made now, and its
     decoding, returned as a step to run later on any thread (it reads only the replies
     and settings captured here)."""
     settings: LookupSettings = source._settings

@@ -11,48 +11,22 @@ import pytest
 from connectors.redis.arrow import decode_json
 from enrich.lookup.columnar import struct_rows
 from tests.redis.conftest import MakeLookup
-from tests.support.answers import expected, outcomes
+from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
-
-SCHEMA = "name string, n int, big bigint, score double, ratio float, ok boolean"
-STRUCT = pa.struct(
-    [
-        ("name", pa.string()),
-        ("n", pa.int32()),
-        ("big", pa.int64()),
-        ("score", pa.float64()),
-        ("ratio", pa.float32()),
-        ("ok", pa.bool_()),
-    ]
-)
 
 # Values where Arrow's reader and the per-value decoder could disagree; each must end
 # the same way on both paths.
 TRICKY: dict[str, bytes] = {
-    "plain": b'{"name": "Ada", "n": 1, "big": 9007199254740993, "score": 2, "ok": true}',
-    "extra": b'{"name": "x", "other": [1, {"deep": null}]}',
-    "unicode": b'{"name": "\\u00e9\\ud83d\\ude00"}',
-    "nulls": b'{"name": null, "n": null}',
-    "empty": b"{}",
-    "number_as_name": b'{"name": 42}',
-    "float_as_int": b'{"n": 3.0}',
-    "fraction_as_int": b'{"n": 3.5}',
-    "int_overflow": b'{"n": 2147483648}',
-    "text_as_int": b'{"n": "12"}',
-    "int_as_bool": b'{"ok": 1}',
+    **DOCUMENTS,
     "nan": b'{"score": NaN}',
     "infinite": b'{"score": 1e400}',
-    "duplicate": b'{"name": "a", "name": "b"}',
     "array": b'[{"name": "one"}, {"name": "two"}]',
-    "empty_array": b"[]",
-    "json_null": b"null",
     "garbage": b"not json",
     "two_objects": b'{"name": "a"} {"name": "b"}',
     "pretty": b'{\n  "name": "p"\n}',
     "leading_space": b' {"name": "s"}',
     "bad_utf8": b'{"name": "\xff"}',
-    "object_as_name": b'{"name": {"x": 1}}',
 }
 
 
