@@ -1,7 +1,10 @@
 """The columnar lookup of a RedisLookup: Arrow keys to MGET, JSON values decoded in bulk.
 
-Redis keys are built with Arrow compute from the key template's prefix and suffix; the
-keys go out as MGETs (per slot on a cluster, pipelined per ``max_batch``); the JSON
+Redis keys are built with Arrow compute from the key template's prefix and suffix. On a
+standalone server they are framed in RESP by Arrow compute too and go out as one
+pipeline of MGETs of at most ``max_batch`` keys each, on one connection, with no key
+ever a Python object (:class:`~connectors.redis.connection.Packed`); on a cluster or
+through Sentinel, as MGETs planned key by key (per slot on a cluster). The JSON
 objects that came back are joined with newlines and decoded at once by Arrow's JSON
 reader against the dimension's Arrow struct (:func:`enrich.lookup.bulk.decode_texts`).
 Everything the bulk decoder cannot take exactly as the per-value decoder would, goes
@@ -93,7 +96,7 @@ async def _mget_packed(source: RedisLookup, keys: pa.Array, text: pa.BinaryArray
     for start, reply in zip(starts, replies, strict=True):
         stop = min(start + size, count)
         if isinstance(reply, Exception):
-            if client.is_denied(reply):
+            if stop - start > 1 and client.is_denied(reply):
                 return None
             for position in range(start, stop):
                 errors[position] = client.translate(reply, endpoint, key=keys[position].as_py())

@@ -11,7 +11,7 @@ MGET's keys in RESP with Arrow compute (:mod:`connectors.redis.arrow`), so no ke
 becomes a Python object on the way out.
 
 The pool's encoder must be redis-py's default (UTF-8, strict), as hiredis encodes ``str``
-arguments that way: ``_redis_client`` never sets another.
+arguments that way: :func:`connectors.redis.client._open` never sets another.
 """
 
 from __future__ import annotations

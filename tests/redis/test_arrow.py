@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 TRICKY: dict[str, bytes] = {
     **DOCUMENTS,
     "nan": b'{"score": NaN}',
+    "infinity": b'{"score": -Infinity}',
     "infinite": b'{"score": 1e400}',
     "array": b'[{"name": "one"}, {"name": "two"}]',
     "garbage": b"not json",
@@ -95,7 +96,14 @@ async def test_bulk_decoding_matches_per_value_decoding_without_a_server() -> No
     answer = decode_json(values, redis_keys, source._settings, source.schema, STRUCT)
     bad = {i for i in answer.errors}
     names = list(TRICKY)
-    assert {names[i] for i in bad} >= {"garbage", "nan", "infinite", "bad_utf8", "fraction_as_int"}
+    assert {names[i] for i in bad} >= {
+        "garbage",
+        "nan",
+        "infinity",
+        "infinite",
+        "bad_utf8",
+        "fraction_as_int",
+    }
     assert struct_rows(answer.rows)[names.index("float_as_int")] == (
         None,
         3,

@@ -8,10 +8,12 @@ import logging
 import pickle
 from collections.abc import AsyncIterator
 
+import pyarrow as pa
 import pytest
 import pytest_asyncio
 
 from enrich import LookupFailed, SourceUnavailable
+from enrich.lookup.columnar import struct_rows
 from tests.redis.conftest import MakeLookup
 from tests.support.redis_fixtures import (
     SECURED_ADMIN_PASSWORD,
@@ -114,6 +116,27 @@ async def test_acl_denied_key_fails_only_that_key(
     assert isinstance(error, LookupFailed)
     assert (error.kind, error.retryable, error.key) == ("noperm", False, "secret:1")
     assert result["user:2"] is None  # allowed, and a miss
+    _assert_no_secret(str(error))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("max_batch", [500, 1], ids=["one MGET", "an MGET per key"])
+async def test_acl_denied_key_fails_only_that_key_on_the_columnar_path(
+    secured_data: RedisServer, make_lookup: MakeLookup, max_batch: int
+) -> None:
+    url = f"redis://{SECURED_READER}:{SECURED_READER_PASSWORD}@127.0.0.1:{secured_data.port}/0"
+    source = make_lookup(
+        url, key_template="{}", value="json", schema="name string", max_batch=max_batch
+    )
+    keys = ["secret:1", "user:1", "user:2"]
+
+    answer = await source.lookup_arrow(pa.array(keys), pa.struct([("name", pa.string())]))
+
+    error = answer.errors[0]
+    assert isinstance(error, LookupFailed)
+    assert (error.kind, error.retryable, error.key) == ("noperm", False, "secret:1")
+    assert set(answer.errors) == {0}  # the allowed keys keep their answers
+    assert struct_rows(answer.rows)[1:] == [("Ada",), None]
     _assert_no_secret(str(error))
 
 
