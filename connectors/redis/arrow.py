@@ -19,6 +19,8 @@ outcome and the same ``DecodeError`` text as with ``lookup_many``:
 * every value of a schema with a type outside :data:`enrich.lookup.bulk.BULK_TYPES`.
 
 Hash and string values are read by ``lookup_many`` and converted to columns.
+A value larger than ``max_value_bytes`` fails its own key (``kind="too_large"``), as
+with ``lookup_many``.
 
 :func:`fetch_arrow` is the same lookup split at the reply: the MGETs now, the decoding as
 a step for later (the lane runs it on the Spark task thread, see
@@ -37,7 +39,7 @@ import pyarrow.compute as pc
 from enrich.lookup.bulk import decode_texts
 from enrich.lookup.columnar import ColumnarAnswer, Decode, answer_from_mapping
 
-from . import client, codec
+from . import bounds, client, codec
 from .codec import Command
 from .config import LookupSettings, ValueFormat
 from .connection import Packed
@@ -65,10 +67,35 @@ async def fetch_arrow(source: RedisLookup, keys: pa.Array, struct_type: pa.Struc
         return await _general(source, keys, struct_type)
     values, errors = replies
     redis_keys = partial(_rendered, settings, text)  # only a value that fails needs them
+    _fail_oversized(values, errors, keys, redis_keys, settings)
     return partial(_decoded, values, redis_keys, settings, source.schema, struct_type, errors)
 
 
 Replies = tuple[list[bytes | None], dict[int, BaseException]]
+
+
+def _fail_oversized(
+    values: list[bytes | None],
+    errors: dict[int, BaseException],
+    keys: pa.Array,
+    redis_keys: Callable[[], pa.Array],
+    settings: LookupSettings,
+) -> None:
+    """Fail, in place, each key whose value is larger than ``max_value_bytes``, with the
+    error ``lookup_many`` gives it (:func:`bounds.split_oversized`); its value becomes a
+    miss for the decoder. The check is C-level; only an oversized value costs more."""
+    limit = settings.max_value_bytes
+    if max(map(len, filter(None, values)), default=0) <= limit:
+        return
+    listed = keys.to_pylist()
+    command = Command(("MGET",), tuple(listed), tuple(redis_keys().to_pylist()))
+    where = f"redis at {settings.connection.endpoint.address}"
+    _, _, failures = bounds.split_oversized(command, values, settings.value, limit, where)
+    for position, key in enumerate(listed):
+        failure = failures.get(key)
+        if failure is not None:
+            errors[position] = failure
+            values[position] = None
 
 
 async def _mget_packed(source: RedisLookup, keys: pa.Array, text: pa.BinaryArray) -> Replies | None:

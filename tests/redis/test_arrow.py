@@ -166,3 +166,32 @@ async def test_a_calls_mgets_go_out_as_one_pipeline_on_one_connection(
     # Eleven MGETs of at most max_batch keys, sent back to back on the open connection.
     assert redis_client.info("commandstats")["cmdstat_mget"]["calls"] == 11
     assert redis_client.info("stats")["total_connections_received"] == connections
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+async def test_a_value_over_max_value_bytes_fails_its_key_as_with_lookup_many(
+    make_lookup: MakeLookup,
+    redis_client: Any,
+    cluster_client: Any,
+    redis_cluster: Any,
+    redis_server: Any,
+    cluster: bool,
+) -> None:
+    store = cluster_client if cluster else redis_client
+    url = redis_cluster.url if cluster else redis_server.url
+    store.set("b:big", b'{"name": "' + b"x" * 100 + b'"}')
+    store.set("b:small", b'{"name": "y"}')
+    source = make_lookup(
+        url,
+        key_template="b:{}",
+        value="json",
+        schema=SCHEMA,
+        cluster=cluster,
+        max_value_bytes=50,
+    )
+    keys = ["big", "small", "absent"]
+    answer = await source.lookup_arrow(pa.array(keys), STRUCT)
+    assert outcomes(keys, answer) == expected(keys, dict(await source.lookup_many(keys)))
+    error = answer.errors[0]
+    assert (error.kind, error.key) == ("too_large", "big")  # type: ignore[attr-defined]
+    assert struct_rows(answer.rows)[1] == ("y", None, None, None, None, None)
