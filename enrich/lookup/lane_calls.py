@@ -79,8 +79,9 @@ class LaneCalls:
         self, keys: pa.Array, number: int, deadline: float | None, resolved: Resolved
     ) -> list[Part]:
         """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
-        call that raises fails its keys, one still out at the deadline times them out.
-        The parts, in key order, are still to settle (:meth:`settle`)."""
+        call that raises fails its keys, one still out at the deadline times them out;
+        cancelling the attempt (the lane closed) cancels its calls. The parts, in key
+        order, are still to settle (:meth:`settle`)."""
         loop = asyncio.get_running_loop()
         size = self.max_batch
         if getattr(self.source, "splits_requests", False):
@@ -92,7 +93,12 @@ class LaneCalls:
         slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
         calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
         timeout = None if deadline is None else max(0.0, deadline - loop.time())
-        _, late = await asyncio.wait(calls, timeout=timeout)
+        try:
+            _, late = await asyncio.wait(calls, timeout=timeout)
+        except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves them be
+            for call in calls:
+                call.cancel()
+            raise
         parts: list[Part] = []
         for call, part in zip(calls, slices, strict=True):
             if call in late:

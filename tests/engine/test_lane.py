@@ -3,6 +3,7 @@ cache, shared with the per-row join."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache, LookupFailed, lookup_chunks
+from enrich.engine.runtime import run_sync
 from enrich.lookup.columnar import ColumnarAnswer, Decode
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
@@ -148,3 +150,21 @@ def test_the_lane_counts_cache_hits_misses_and_failed_loads() -> None:
     assert (run.metrics.cache_hits, run.metrics.cache_misses) == (4, 5)
     stats = cache.storage(_scope(source)).statistics()
     assert (stats.hits, stats.misses, stats.loads, stats.load_failures) == (4, 5, 2, 3)
+
+
+def test_closing_the_lane_cancels_the_calls_still_in_flight() -> None:
+    source = DeferredColumnarFakeSource(DATA, never={9})
+    run = lane(source, timeout=None, max_batch=1)
+    out = run.run([(0, pa.array([1], pa.int64())), (1, pa.array([9], pa.int64()))])
+    first = next(out)  # chunk 1's call is in flight, and never answers
+    assert isinstance(first, ColumnarJoined) and source.in_flight == 1
+    out.close()
+
+    async def settled() -> int:
+        for _ in range(100):  # the cancellations take a few loop iterations
+            if source.in_flight == 0:
+                break
+            await asyncio.sleep(0)
+        return source.in_flight
+
+    assert run_sync(settled, timeout=5) == 0
