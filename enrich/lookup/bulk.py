@@ -213,9 +213,10 @@ def _finish(
 ) -> ColumnarAnswer:
     """Bulk ``rows`` at ``positions``, the per-value answers at ``others``, nulls (misses)
     elsewhere, as one answer of ``count`` keys. A bulk row with a null ``NOT NULL`` field
-    goes to the per-value decoder too (which refuses it, naming the field)."""
+    goes to the per-value decoder too (which refuses it, naming the field), and so does
+    one with an infinite or negative-zero float (see :func:`_unsure_floats`)."""
     if rows is not None:
-        refused = _null_in_not_null(rows, schema)
+        refused = sorted({*_null_in_not_null(rows, schema), *_unsure_floats(rows)})
         if refused:
             gone = set(refused)
             keep = [j for j in range(len(positions)) if j not in gone]
@@ -253,6 +254,30 @@ def _null_in_not_null(rows: pa.StructArray, schema: Schema) -> list[int]:
         return []
     found: list[int] = pc.indices_nonzero(nulls).to_pylist()
     return found
+
+
+def _unsure_floats(rows: pa.StructArray) -> list[int]:
+    """The rows with an infinite or negative-zero float, which the per-value decoder may
+    read otherwise: Arrow's JSON reader reads a number beyond a double's range as
+    infinity (the per-value parser refuses it) and ``-0`` as -0.0 (the per-value parser
+    reads the integer 0, so 0.0); ``-0.0`` and numbers in range read the same."""
+    found: pa.Array | None = None
+    for i, f in enumerate(rows.type):
+        if f.type not in _SIGN_BITS:
+            continue
+        column = rows.field(i)
+        bits, minus_zero = _SIGN_BITS[f.type]
+        unsure = pc.or_(pc.is_inf(column), pc.equal(column.view(bits), minus_zero))
+        # or_kleene: a null (no value in this field) must not hide another field's true
+        found = unsure if found is None else pc.or_kleene(found, unsure)
+    if found is None or not pc.any(found).as_py():
+        return []
+    unsure_rows: list[int] = pc.indices_nonzero(found).to_pylist()
+    return unsure_rows
+
+
+# A float type -> the integer type of its width and the bits of -0.0 read as that integer.
+_SIGN_BITS = {pa.float64(): (pa.int64(), -(2**63)), pa.float32(): (pa.int32(), -(2**31))}
 
 
 def _spread(rows: pa.StructArray, positions: Sequence[int], count: int) -> pa.StructArray:

@@ -195,3 +195,26 @@ async def test_a_value_over_max_value_bytes_fails_its_key_as_with_lookup_many(
     error = answer.errors[0]
     assert (error.kind, error.key) == ("too_large", "big")  # type: ignore[attr-defined]
     assert struct_rows(answer.rows)[1] == ("y", None, None, None, None, None)
+
+
+async def test_a_number_beyond_a_double_and_minus_zero_end_as_with_lookup_many(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    # Arrow's reader reads 1.8e308 as infinity (the per-value parser refuses it) and -0
+    # as -0.0 (the per-value parser reads the integer 0: 0.0); repr tells -0.0 from 0.0.
+    values = {
+        "over": b'{"score": 1.8e308}',
+        "over_ratio": b'{"ratio": -2e308, "name": "r"}',
+        "minus_zero": b'{"score": -0, "name": "z"}',
+        "minus_zero_ratio": b'{"ratio": -0}',
+        "minus_zero_float": b'{"score": -0.0}',
+        "plain": b'{"score": 1.5, "ratio": 0.5}',
+    }
+    for name, value in values.items():
+        redis_client.set(f"f:{name}", value)
+    source = make_lookup(redis_server.url, key_template="f:{}", value="json", schema=SCHEMA)
+    keys = list(values)
+    for asked in [keys, *([key] for key in keys)]:
+        answer = await source.lookup_arrow(pa.array(asked), STRUCT)
+        want = expected(asked, dict(await source.lookup_many(asked)))
+        assert repr(outcomes(asked, answer)) == repr(want)
