@@ -182,6 +182,10 @@ def read_lines(blob: bytes, lines: int, struct_type: pa.StructType) -> pa.Struct
     if table.num_rows != lines:  # a line held more than one object
         return None
     arrays = [table.column(i).combine_chunks() for i in range(table.num_columns)]
+    arrays = [  # float32 fields were read as doubles (see _parse_options)
+        pc.cast(a, f.type, safe=False) if a.type != f.type else a
+        for a, f in zip(arrays, struct_type, strict=True)
+    ]
     rows = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
     try:
         rows.validate(full=True)  # the reader does not check UTF-8; the per-value path does
@@ -194,10 +198,15 @@ _OPTIONS: dict[pa.StructType, pj.ParseOptions] = {}
 
 
 def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
+    """The reader's options for ``struct_type``. A float32 field is read as a double and
+    cast (rounding twice, as the per-value decoder's double does on its way into Arrow):
+    read straight into float32, a number halfway between two float32s as a double would
+    round differently."""
     options = _OPTIONS.get(struct_type)
     if options is None:
+        read = [f.with_type(pa.float64()) if f.type == pa.float32() else f for f in struct_type]
         options = _OPTIONS[struct_type] = pj.ParseOptions(
-            explicit_schema=pa.schema(list(struct_type)), unexpected_field_behavior="ignore"
+            explicit_schema=pa.schema(read), unexpected_field_behavior="ignore"
         )
     return options
 

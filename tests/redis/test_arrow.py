@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from connectors.redis.arrow import decode_json
-from enrich.lookup.columnar import struct_rows
+from enrich.lookup.columnar import answer_from_mapping, struct_rows
 from tests.redis.conftest import MakeLookup
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 
@@ -218,3 +218,20 @@ async def test_a_number_beyond_a_double_and_minus_zero_end_as_with_lookup_many(
         answer = await source.lookup_arrow(pa.array(asked), STRUCT)
         want = expected(asked, dict(await source.lookup_many(asked)))
         assert repr(outcomes(asked, answer)) == repr(want)
+
+
+async def test_a_float_field_rounds_as_the_per_row_join_rounds(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    # The per-row join reads a double and converts it to float32, rounding twice; read
+    # straight into float32, 1.0000000596046448 (a double halfway between two float32s,
+    # as written) would round up instead of to even.
+    texts = ["1.0000000596046448", "0.1", "3.4028235677973366e38", "16777217"]
+    for n, text in enumerate(texts):
+        redis_client.set(f"r:{n}", f'{{"ratio": {text}}}')
+    source = make_lookup(redis_server.url, key_template="r:{}", value="json", schema=SCHEMA)
+    keys = [str(n) for n in range(len(texts))]
+    answer = await source.lookup_arrow(pa.array(keys), STRUCT)
+    per_row = answer_from_mapping(keys, await source.lookup_many(keys), STRUCT)
+    assert answer.rows.field("ratio").to_pylist() == per_row.rows.field("ratio").to_pylist()
+    assert answer.rows.field("ratio")[0].as_py() == 1.0
