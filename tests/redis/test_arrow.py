@@ -235,3 +235,25 @@ async def test_a_float_field_rounds_as_the_per_row_join_rounds(
     per_row = answer_from_mapping(keys, await source.lookup_many(keys), STRUCT)
     assert answer.rows.field("ratio").to_pylist() == per_row.rows.field("ratio").to_pylist()
     assert answer.rows.field("ratio")[0].as_py() == 1.0
+
+
+async def test_invalid_utf8_outside_the_fields_is_the_per_value_decoders_error(
+    make_lookup: MakeLookup, redis_client: Any, redis_server: Any
+) -> None:
+    # Arrow's reader checks UTF-8 only in the fields it keeps; the per-value parser
+    # refuses the whole value.
+    values = {
+        "value": b'{"other": "caf\xe9", "name": "k"}',
+        "name": b'{"caf\xe9": 1, "name": "k"}',
+        "good": '{"other": "café", "name": "k"}'.encode(),
+    }
+    for name, value in values.items():
+        redis_client.set(f"u:{name}", value)
+    source = make_lookup(redis_server.url, key_template="u:{}", value="json", schema=SCHEMA)
+    keys = list(values)
+    for asked in [keys, *([key] for key in keys)]:
+        answer = await source.lookup_arrow(pa.array(asked), STRUCT)
+        assert outcomes(asked, answer) == expected(asked, dict(await source.lookup_many(asked)))
+    answer = await source.lookup_arrow(pa.array(keys), STRUCT)
+    assert sorted(answer.errors) == [0, 1]
+    assert "not valid JSON" in str(answer.errors[0])
