@@ -52,7 +52,9 @@ def test_the_spark_benchmark_paths_give_the_same_rows(redis_client: Any, redis_s
     arrow_loop = list(mget_arrow_per_batch(url)(iter(batches())))
     frames = mget_per_batch(url)(batch.to_pandas() for batch in batches())
     schema = arrow_loop[0].schema  # Spark converts the frames to the declared schema
-    pandas_loop = [pa.RecordBatch.from_pandas(f, schema=schema, preserve_index=False) for f in frames]
+    pandas_loop = [
+        pa.RecordBatch.from_pandas(f, schema=schema, preserve_index=False) for f in frames
+    ]
     source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
     plan = JoinPlan(
         name="bench_reference",
@@ -66,7 +68,8 @@ def test_the_spark_benchmark_paths_give_the_same_rows(redis_client: Any, redis_s
 
     expected = []
     for batch in batches():
-        for order, uid in zip(batch["order_id"].to_pylist(), batch["user_id"].to_pylist()):
+        ids = batch["user_id"].to_pylist()
+        for order, uid in zip(batch["order_id"].to_pylist(), ids, strict=True):
             document = None if uid in MISSING else user(uid)
             found = (None, None, None)
             if document is not None:
