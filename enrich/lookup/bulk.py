@@ -293,7 +293,10 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
 
 
 # A float type -> the integer type of its width and the bits of -0.0 read as that integer.
-_SIGN_BITS = {pa.float64(): (pa.int64(), -(2**63)), pa.float32(): (pa.int32(), -(2**31))}
+_SIGN_BITS = {
+    pa.float64(): (pa.int64(), pa.scalar(-(2**63), pa.int64())),
+    pa.float32(): (pa.int32(), pa.scalar(-(2**31), pa.int32())),
+}
 
 
 def _spread(rows: pa.StructArray, positions: Sequence[int], count: int) -> pa.StructArray:
