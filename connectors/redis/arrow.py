@@ -9,7 +9,8 @@ objects that came back are joined with newlines and decoded at once by Arrow's J
 reader against the dimension's Arrow struct (:func:`enrich.lookup.bulk.decode_texts`).
 Everything the bulk decoder cannot take exactly as the per-value decoder would, goes
 through that per-value decoder (:func:`codec.decode`), so every key gets the same
-outcome and the same ``DecodeError`` text as with ``lookup_many``:
+outcome and the same ``DecodeError`` text as with ``lookup_many`` (but for the two rare
+exceptions :mod:`enrich.lookup.bulk` names):
 
 * values that are not a JSON object (arrays for 1:N joins, ``null``, garbage);
 * a whole request whose bulk decode fails, or reads a ``NaN``/``Infinity`` token

@@ -18,6 +18,11 @@ values that are not a JSON object (arrays for 1:N joins, ``null`` documents, gar
 struct with a type outside :data:`BULK_TYPES`, a row whose ``NOT NULL`` field is null,
 and whatever the bulk step refuses (see each function). A value ``None`` is a miss.
 
+Known exceptions, left because finding them would cost a scan of every request: Arrow's
+reader skips a field the schema leaves out without judging it, so a value whose only
+fault lies there (a number beyond a double's range, nesting deeper than the per-value
+parser's 1,024 levels) is a row in bulk and a ``DecodeError`` per value.
+
 Imports no pyspark.
 """
 
