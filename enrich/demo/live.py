@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from connectors.redis import RedisLookup
@@ -50,8 +54,29 @@ class QuietRedisLookup(RedisLookup):
         self.__dict__.update(state)
 
 
+@contextlib.contextmanager
+def _stderr_to(log: Path) -> Iterator[None]:
+    """Standard error goes to ``log`` while the JVM starts, so that the JVM and the
+    Python workers it forks write theirs there for good: its start-up warnings, and the
+    tracebacks a worker prints when a stop cancels its task mid-batch, would garble the
+    live table. If the start fails, the log's end is shown."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log, "ab") as file:
+        os.dup2(file.fileno(), 2)
+    try:
+        yield
+    except BaseException:
+        os.dup2(saved, 2)
+        tail = log.read_text(errors="replace")[-4000:]
+        print(f"Spark did not start; the end of {log}:\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def java_missing() -> bool:
-    import os
     import shutil
 
     return shutil.which("java") is None and not os.environ.get("JAVA_HOME")
@@ -68,14 +93,16 @@ def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: 
         f"   enriched from Redis (users), then HTTP (credit), for {duration:g} s "
         "(Ctrl-C stops sooner)\n"
     )
-    print("   starting Spark (local[2]) ...", flush=True)
-    spark = session(
-        "enrich-demo",
-        master="local[2]",
-        spark__ui__enabled="false",
-        spark__ui__showConsoleProgress="false",  # its bar would land on our table
-        spark__sql__shuffle__partitions="2",
-    )
+    log = Path(tempfile.mkdtemp(prefix="enrich-demo-")) / "spark.log"
+    print(f"   starting Spark (local[2]; its own output goes to {log}) ...", flush=True)
+    with _stderr_to(log):
+        spark = session(
+            "enrich-demo",
+            master="local[2]",
+            spark__ui__enabled="false",
+            spark__ui__showConsoleProgress="false",  # its bar would land on our table
+            spark__sql__shuffle__partitions="2",
+        )
     spark.sparkContext.setLogLevel("ERROR")
     query = None
     try:
