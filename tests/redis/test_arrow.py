@@ -31,17 +31,24 @@ TRICKY: dict[str, bytes] = {
 }
 
 
-@pytest.mark.parametrize("cluster", [False, True])
+# A Redis to store values in, its URL, and whether it is a cluster.
+Target = tuple[Any, str, bool]
+
+
+@pytest.fixture(params=[False, True], ids=["standalone", "cluster"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """Each test runs on a standalone server and on a cluster (fixtures made on demand)."""
+    if request.param:
+        cluster = request.getfixturevalue("redis_cluster")
+        return request.getfixturevalue("cluster_client"), cluster.url, True
+    server = request.getfixturevalue("redis_server")
+    return request.getfixturevalue("redis_client"), server.url, False
+
+
 async def test_every_value_ends_as_with_lookup_many(
-    make_lookup: MakeLookup,
-    redis_client: Any,
-    cluster_client: Any,
-    redis_cluster: Any,
-    redis_server: Any,
-    cluster: bool,
+    make_lookup: MakeLookup, target: Target
 ) -> None:
-    store = cluster_client if cluster else redis_client
-    url = redis_cluster.url if cluster else redis_server.url
+    store, url, cluster = target
     for name, value in TRICKY.items():
         store.set(f"t:{name}", value)
     store.set("t:wrong", "x")
@@ -168,17 +175,10 @@ async def test_a_calls_mgets_go_out_as_one_pipeline_on_one_connection(
     assert redis_client.info("stats")["total_connections_received"] == connections
 
 
-@pytest.mark.parametrize("cluster", [False, True])
 async def test_a_value_over_max_value_bytes_fails_its_key_as_with_lookup_many(
-    make_lookup: MakeLookup,
-    redis_client: Any,
-    cluster_client: Any,
-    redis_cluster: Any,
-    redis_server: Any,
-    cluster: bool,
+    make_lookup: MakeLookup, target: Target
 ) -> None:
-    store = cluster_client if cluster else redis_client
-    url = redis_cluster.url if cluster else redis_server.url
+    store, url, cluster = target
     store.set("b:big", b'{"name": "' + b"x" * 100 + b'"}')
     store.set("b:small", b'{"name": "y"}')
     source = make_lookup(
@@ -210,14 +210,8 @@ async def test_a_number_beyond_a_double_and_minus_zero_end_as_with_lookup_many(
         "minus_zero_float": b'{"score": -0.0}',
         "plain": b'{"score": 1.5, "ratio": 0.5}',
     }
-    for name, value in values.items():
-        redis_client.set(f"f:{name}", value)
-    source = make_lookup(redis_server.url, key_template="f:{}", value="json", schema=SCHEMA)
-    keys = list(values)
-    for asked in [keys, *([key] for key in keys)]:
-        answer = await source.lookup_arrow(pa.array(asked), STRUCT)
-        want = expected(asked, dict(await source.lookup_many(asked)))
-        assert repr(outcomes(asked, answer)) == repr(want)
+    source = stored(make_lookup, redis_client, redis_server.url, "f", values)
+    await ends_as_with_lookup_many(source, list(values))
 
 
 async def test_a_float_field_rounds_as_the_per_row_join_rounds(
@@ -247,13 +241,27 @@ async def test_invalid_utf8_outside_the_fields_is_the_per_value_decoders_error(
         "name": b'{"caf\xe9": 1, "name": "k"}',
         "good": '{"other": "café", "name": "k"}'.encode(),
     }
-    for name, value in values.items():
-        redis_client.set(f"u:{name}", value)
-    source = make_lookup(redis_server.url, key_template="u:{}", value="json", schema=SCHEMA)
+    source = stored(make_lookup, redis_client, redis_server.url, "u", values)
     keys = list(values)
-    for asked in [keys, *([key] for key in keys)]:
-        answer = await source.lookup_arrow(pa.array(asked), STRUCT)
-        assert outcomes(asked, answer) == expected(asked, dict(await source.lookup_many(asked)))
+    await ends_as_with_lookup_many(source, keys)
     answer = await source.lookup_arrow(pa.array(keys), STRUCT)
     assert sorted(answer.errors) == [0, 1]
     assert "not valid JSON" in str(answer.errors[0])
+
+
+async def ends_as_with_lookup_many(source: Any, keys: list[str]) -> None:
+    """Each key's outcome on the columnar path is its outcome with ``lookup_many``, asked
+    all together and one by one (repr tells -0.0 from 0.0)."""
+    for asked in [keys, *([key] for key in keys)]:
+        answer = await source.lookup_arrow(pa.array(asked), STRUCT)
+        want = expected(asked, dict(await source.lookup_many(asked)))
+        assert repr(outcomes(asked, answer)) == repr(want)
+
+
+def stored(
+    make_lookup: MakeLookup, client: Any, url: str, prefix: str, values: dict[str, bytes]
+) -> Any:
+    """``values`` stored under ``prefix:<name>``, and a JSON source of them."""
+    for name, value in values.items():
+        client.set(f"{prefix}:{name}", value)
+    return make_lookup(url, key_template=prefix + ":{}", value="json", schema=SCHEMA)
