@@ -64,16 +64,16 @@ def _stderr_to(log: Path) -> Iterator[None]:
     saved = os.dup(2)
     with open(log, "ab") as file:
         os.dup2(file.fileno(), 2)
+    started = False
     try:
         yield
-    except BaseException:
-        os.dup2(saved, 2)
-        tail = log.read_text(errors="replace")[-4000:]
-        print(f"Spark did not start; the end of {log}:\n{tail}", file=sys.stderr)
-        raise
+        started = True
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+        if not started:
+            tail = log.read_text(errors="replace")[-4000:]
+            print(f"Spark did not start; the end of {log}:\n{tail}", file=sys.stderr)
 
 
 def java_missing() -> bool:
