@@ -1,10 +1,12 @@
 """Lookups as Spark SQL functions: ``register_lookup(spark, "dim_user", users)``.
 
 The function takes the key (or the parts of a composite key) and returns a struct of the
-dimension fields, NULL when the key finds nothing. It is a vectorized Arrow UDF running
-on the same engine as :func:`enrich.spark.lookup_join` (batched, coalesced lookups, the
-per-process cache and pools, at most ``capacity`` rows in flight per task), and works in
-batch and streaming queries alike.
+dimension fields, NULL when the key finds nothing. It is a vectorized Arrow UDF (on
+pyspark 3.5 and 4.0, which have none, a pandas UDF passing the same Arrow arrays through:
+:mod:`enrich.spark.sql_pandas`) running on the same engine as
+:func:`enrich.spark.lookup_join` (batched, coalesced lookups, the per-process cache and
+pools, at most ``capacity`` rows in flight per task), and works in batch and streaming
+queries alike.
 
 SQL patterns::
 
@@ -43,13 +45,16 @@ from typing import Any, cast
 try:
     import pyarrow as pa
     from pyspark.sql import SparkSession
-    from pyspark.sql.pandas.functions import arrow_udf
     from pyspark.sql.types import StringType, StructField, StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "enrich.spark.sql needs pyspark >= 4.1 (Arrow UDFs), pyarrow and pandas<3: "
-        "pip install 'spark-enrich[spark]'"
+        "enrich.spark.sql needs pyspark, pyarrow and pandas<3: pip install 'spark-enrich[spark]'"
     ) from exc
+
+try:
+    from pyspark.sql.pandas.functions import arrow_udf
+except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same lane, see sql_pandas
+    arrow_udf = None  # type: ignore[assignment]
 
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
@@ -154,6 +159,11 @@ def register_lookup(
 
     def function(inputs: Iterator[Any]) -> Iterator[pa.Array]:
         return structs(checked_key_arrays(name, inputs))
+
+    if arrow_udf is None:
+        from .sql_pandas import pandas_lookup_udf
+
+        return spark.udf.register(name, pandas_lookup_udf(plan, return_type))
 
     # Spark picks the UDF's kind from the type hints: an iterator of key arrays (a
     # tuple of them for several arguments) to an iterator of struct arrays.

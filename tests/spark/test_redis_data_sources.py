@@ -14,8 +14,13 @@ from connectors.redis import RedisLookup
 from enrich.spark import lookup_join, register_data_sources
 from enrich.spark.redis_commit import committed_batch, index_key
 from enrich.spark.sink_rows import SinkSettings
+from tests.support.spark_version import requires_spark
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.timeout(240),
+    requires_spark(4, 0, "the Redis data sources use the Python Data Source API"),
+]
 
 SCHEMA = "stream_id string, order_id long, user_id long, amount double"
 
@@ -104,6 +109,7 @@ def test_stream_id_must_be_a_string_column(
         reader.load().collect()
 
 
+@requires_spark(4, 2, "maxEntriesPerTrigger rides on the read limits of Python stream readers")
 def test_micro_batches_respect_max_entries_and_several_streams(
     spark_sources: SparkSession, redis_server: Any, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
