@@ -62,12 +62,14 @@ from .metrics import (
     register,
     statistics as _statistics,
 )
+from .observed import metrics_field, observed, observed_statistics
 
 __all__ = (
     "lookup_join",
     "statistics",
     "batch_statistics",
     "join_names",
+    "observed_statistics",
     "EnrichMetricsListener",
     "spark_type",
     "session",
@@ -129,6 +131,7 @@ def lookup_join(
     prefix: str = "",
     error_column: str = "enrich_error",
     name: str | None = None,
+    observe: bool | None = None,
 ) -> DataFrame:
     """Join every row of ``df`` with the rows its key finds in ``source``.
 
@@ -167,6 +170,9 @@ def lookup_join(
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see
             :func:`join_names`); joins sharing a name add up their metrics.
+        observe: carry the join's metrics through ``DataFrame.observe`` under
+            ``enrich.<name>`` (see Metrics below); None (the default): on for a streaming
+            ``df`` under Spark Connect, off otherwise (accumulators carry them).
 
     Returns:
         ``df``'s columns followed by the schema's fields (named ``prefix + field``, with
@@ -181,8 +187,11 @@ def lookup_join(
 
     Metrics: each task adds its join's :class:`~enrich.JoinMetrics` to an accumulator
     when it ends; read them with :func:`statistics` or log them per micro-batch with
-    :class:`EnrichMetricsListener`. Spark Connect has no accumulators: there the join
-    runs without metrics.
+    :class:`EnrichMetricsListener`. Under Spark Connect, which has no accumulators, each
+    micro-batch's progress of a streaming join carries them instead
+    (``observedMetrics["enrich.<name>"]``, through ``DataFrame.observe``; read with
+    :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
+    on classic Spark.
     """
     if not isinstance(source, LookupSource):
         raise ValueError(
@@ -207,13 +216,18 @@ def lookup_join(
     added = [*columns, error_column] if settings.with_error else list(columns)
     _check_collisions(df.columns, added)
     name = _join_name(name)
+    accumulator = register(df.sparkSession, name)
+    # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
+    # nothing else carries the metrics, a streaming join under Spark Connect.
+    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
     plan = JoinPlan(
         name=name,
         source=source,
         on=positions,
         columns=columns,
         settings=settings,
-        accumulator=register(df.sparkSession, name),
+        accumulator=accumulator,
+        observed=observing,
     )
     fields = [
         StructField(column, spark_type(f.type), nullable=True)
@@ -221,8 +235,12 @@ def lookup_join(
     ]
     if settings.with_error:
         fields.append(StructField(error_column, StringType(), nullable=True))
-    schema = StructType([*df.schema.fields, *fields])
-    return df.mapInArrow(partial(enrich_batches, plan), schema)
+    if not observing:
+        schema = StructType([*df.schema.fields, *fields])
+        return df.mapInArrow(partial(enrich_batches, plan), schema)
+    # The join's metrics go into each micro-batch's progress (enrich.spark.observed).
+    schema = StructType([*df.schema.fields, *fields, metrics_field()])
+    return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
 
 
 def _join_name(name: str | None) -> str:

@@ -26,6 +26,7 @@ from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import JoinSettings
 from ..lookup.source import LookupSource
+from .metrics_rows import METRICS_COLUMN, METRICS_TYPE, metrics_batch, no_metrics
 
 # Rows in flight per task for Spark lookups, unless set. Chunks are a quarter of that
 # (32768 rows), more than the 10,000 rows of the Arrow batches Spark hands over
@@ -49,6 +50,8 @@ class JoinPlan:
         settings: the join's settings, validated once on the driver and used as they are.
         accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
             with ``add({(name, query_id, batch_id): JoinMetrics})``), or None.
+        observed: the output carries the metrics column and each task's metrics row
+            (:mod:`enrich.spark.metrics_rows`), for ``DataFrame.observe``.
     """
 
     name: str
@@ -57,6 +60,7 @@ class JoinPlan:
     columns: tuple[str, ...]
     settings: JoinSettings = field(default_factory=JoinSettings)
     accumulator: Any = None
+    observed: bool = False
 
     @property
     def with_error(self) -> bool:
@@ -107,19 +111,20 @@ class JoinPlan:
             retry=settings.retry,
         )
 
-    def report(self, run: AsyncWaitIterator | ColumnarLane) -> None:
+    def report(self, run: AsyncWaitIterator | ColumnarLane) -> JoinMetrics | None:
         """Add the run's metrics to the accumulator (once per task), under
-        ``(name, query id, batch id)`` (both None outside a streaming query)."""
-        if self.accumulator is None:
-            return
+        ``(name, query id, batch id)`` (both None outside a streaming query); returns
+        them (None when the run made none)."""
         if isinstance(run, ColumnarLane):
             metrics = run.metrics
         elif run.function is not None:
             metrics = run.function.statistics()
         else:
-            return
-        query, batch = _micro_batch()
-        self.accumulator.add({(self.name, query, batch): metrics})
+            return None
+        if self.accumulator is not None:
+            query, batch = _micro_batch()
+            self.accumulator.add({(self.name, query, batch): metrics})
+        return metrics
 
 
 def _micro_batch() -> tuple[str | None, int | None]:
@@ -176,16 +181,48 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     under ORDERED). An empty partition yields nothing and never touches the source.
     Chunks hold ``chunk_rows(capacity)`` rows; on the columnar lane (see
     :meth:`JoinPlan.lane`) they are joined with Arrow compute, otherwise row by row.
+    Under ``plan.observed`` the batches have the metrics column (NULL), and the task's
+    metrics row follows the last of them.
     """
-    size = plan.chunk_rows
     first_batch = next(batches, None)
     if first_batch is None:
         return
     batches = _prepend(first_batch, batches)
     schema = pa.schema([*first_batch.schema, *plan.arrow_fields()])
+    if not plan.observed:
+        yield from _enrich(plan, batches, first_batch, schema, [])
+        return
+    last: list[pa.RecordBatch] = []
+
+    def remembered() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                last[:] = [batch.slice(batch.num_rows - 1, 1)]
+            yield batch
+
+    observed = schema.append(pa.field(METRICS_COLUMN, METRICS_TYPE))
+    nulls = no_metrics(0)
+    done: list[JoinMetrics] = []
+    for out in _enrich(plan, remembered(), first_batch, schema, done):
+        if len(nulls) != out.num_rows:  # batches mostly have one size: allocate once
+            nulls = no_metrics(out.num_rows)
+        yield pa.RecordBatch.from_arrays([*out.columns, nulls], schema=observed)
+    if done and last:
+        yield metrics_batch(last[0], plan.arrow_fields(), done[0], observed)
+
+
+def _enrich(
+    plan: JoinPlan,
+    batches: Iterator[pa.RecordBatch],
+    first_batch: pa.RecordBatch,
+    schema: pa.Schema,
+    done: list[JoinMetrics],
+) -> Iterator[pa.RecordBatch]:
+    """The joined batches; the run's metrics go to ``done`` when it ends."""
+    size = plan.chunk_rows
     lane = plan.lane(first_batch.column(plan.on[0])) if first_batch.num_columns else None
     if lane is not None:
-        yield from _enrich_columnar(plan, lane, batches, size, schema)
+        yield from _enrich_columnar(plan, lane, batches, size, schema, done)
         return
 
     def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
@@ -204,7 +241,12 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
                 yield _joined_batch(plan, joined, schema)
     finally:
         run.close()
-        plan.report(run)
+        _done(done, plan.report(run))
+
+
+def _done(done: list[JoinMetrics], metrics: JoinMetrics | None) -> None:
+    if metrics is not None:
+        done.append(metrics)
 
 
 def _joined_batch(plan: JoinPlan, joined: JoinedChunk, schema: pa.Schema) -> pa.RecordBatch:
@@ -221,6 +263,7 @@ def _enrich_columnar(
     batches: Iterator[pa.RecordBatch],
     size: int,
     schema: pa.Schema,
+    done: list[JoinMetrics],
 ) -> Iterator[pa.RecordBatch]:
     key = plan.on[0]
 
@@ -239,7 +282,7 @@ def _enrich_columnar(
             yield from _columnar_batch(plan, joined, schema)
     finally:
         run.close()
-        plan.report(lane)
+        _done(done, plan.report(lane))
 
 
 def _columnar_batch(

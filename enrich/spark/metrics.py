@@ -6,8 +6,9 @@ the accumulators in a registry by join name, so :func:`statistics` reads the cum
 numbers; tasks of streaming queries file theirs under the query and micro-batch ids too,
 which :class:`EnrichMetricsListener` logs batch by batch.
 
-Spark Connect has no accumulators: there joins run without metrics and
-:func:`statistics` raises ``LookupError`` for their names.
+Spark Connect has no accumulators: there :func:`statistics` raises ``LookupError``, and a
+streaming join's numbers come from each micro-batch's progress instead
+(:mod:`enrich.spark.observed`), which the listener reads when no accumulator has them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from ..lookup.metrics import JoinMetrics
+from .observed import observed_statistics
 
 log = logging.getLogger("enrich.spark")
 
@@ -177,7 +179,9 @@ class EnrichMetricsListener(StreamingQueryListener):
 
     Add it with ``spark.streams.addListener(EnrichMetricsListener())``. The numbers are
     exact per micro-batch and per query (tasks file their metrics under the query and
-    batch ids they ran for), whatever the delay of Spark's listener bus.
+    batch ids they ran for), whatever the delay of Spark's listener bus. Under Spark
+    Connect (no accumulators) they come from the progress's observed metrics, which
+    have no latencies.
     ``last_batch(name)`` returns a join's numbers in the latest micro-batch that used
     it; ``batches`` counts the progress events seen.
 
@@ -203,8 +207,9 @@ class EnrichMetricsListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         query, batch = str(progress.id), int(progress.batchId)
-        for name in names():
-            metrics = batch_statistics(name, query, batch)
+        observed = observed_statistics(progress)
+        for name in dict.fromkeys([*names(), *observed]):
+            metrics = batch_statistics(name, query, batch) or observed.get(name)
             if metrics is None:
                 continue
             with self._lock:
