@@ -86,6 +86,8 @@ def check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     print(f"config {args.config}: ok ({len(config.stores)} stores, {len(config.joins)} joins)")
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     results = check_stores(config)
     for result in results:
         print(result.line(), file=sys.stdout if result.ok else sys.stderr)

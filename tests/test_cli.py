@@ -173,12 +173,32 @@ def test_check_passes_when_every_store_answers(
     assert "store 'credit': key 0 found" in done.stdout
 
 
+_STORE = (
+    "stores: {u: {kind: redis, url: 'redis://h', key_template: 'u:{}', value: json, "
+    "schema: 'a int'}}\n"
+)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("stores: {}\njoins: [{store: users, on: id}]\n", "joins[0].store must name one of []"),
         ("stores: {u: {kind: redis, url: 'redis://${NOPE_NOT_SET}/0'}}\n", "${NOPE_NOT_SET}"),
         ("stores: [1\n", "not valid YAML"),
+        (
+            _STORE + "sink: {format: redis, mode: transactional, options: {url: 'redis://h'}}\n",
+            "sink.mode is Spark's output mode or save mode, one of append",
+        ),
+        (
+            _STORE + "source: {format: files, path: /in, schema: 'id lnog'}\n",
+            "source.schema: cannot parse 'id lnog': field 'id': unsupported type 'lnog' "
+            "(did you mean 'long'?)",
+        ),
+        (
+            "stores: {u: {kind: redis, url: 'redis://h', key_tempalte: 'u:{}', value: json, "
+            "schema: 'a int'}}\n",
+            "stores.u: unknown setting 'key_tempalte' (did you mean 'key_template'?) (known: ",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_and_no_traceback(
@@ -191,6 +211,7 @@ def test_bad_configs_give_one_line_and_no_traceback(
         assert done.returncode == 2, done.stderr
         assert message in done.stderr
         assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
