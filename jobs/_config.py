@@ -79,6 +79,19 @@ _TOP_KEYS = {
     "trigger",
     "max_error_ratio",
 }
+# the units of a processing-time trigger, as Spark's interval parser reads them (any
+# case, singular too)
+_UNITS = (
+    "microseconds",
+    "milliseconds",
+    "seconds",
+    "minutes",
+    "hours",
+    "days",
+    "weeks",
+    "months",
+    "years",
+)
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
 
@@ -176,6 +189,12 @@ def _endpoint_warnings(config: JobConfig) -> list[str]:
         warnings += check_sink(config.sink, "sink", streaming=streaming)
     if config.dead_letter is not None:
         warnings += check_sink(config.dead_letter, DEAD_LETTER, streaming=False)
+        for where, spec in (("sink", config.sink), (DEAD_LETTER, config.dead_letter)):
+            if spec is not None and spec.kind == "memory":
+                raise ConfigError(
+                    f"{where}: a memory sink cannot be used with a dead_letter (use files, "
+                    f"console or a format with a batch writer)"
+                )
     return warnings
 
 
@@ -322,7 +341,13 @@ def _trigger(value: Any) -> str | None:
         return value
     parts = value.split()
     if len(parts) == 2 and _is_number(parts[0]):
-        return value
+        unit = parts[1].lower()
+        if unit in _UNITS or unit + "s" in _UNITS:
+            return value
+        raise ConfigError(
+            f"trigger {value!r}: Spark knows no unit {parts[1]!r}"
+            f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
+        )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
 
 

@@ -52,7 +52,10 @@ def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[st
             reasons.append(
                 when(col(column).isNotNull(), concat(lit(f"{settings['name']}: "), col(column)))
             )
-        df = lookup_join(df, settings.pop("source"), **settings)
+        try:
+            df = lookup_join(df, settings.pop("source"), **settings)
+        except ValueError as exc:  # a key column missing or of the wrong type, a clash
+            raise ConfigError(f"joins[{i}]: {exc}") from None
     if config.dead_letter is not None:
         private = [f"_enrich_error_{i}" for i in range(len(config.joins))]
         reason = coalesce(*reasons) if reasons else lit(None).cast("string")

@@ -164,3 +164,27 @@ def test_max_error_ratio_is_a_share(tmp_path: Path) -> None:
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job(max_error_ratio=0)))
     assert _config.load(path).max_error_ratio == 0.0
+
+
+def test_a_misspelt_trigger_unit_is_named_with_the_closest() -> None:
+    message = error(job(trigger="2 secnds"))
+    assert message.startswith("trigger '2 secnds': Spark knows no unit 'secnds'")
+    assert "(did you mean 'seconds'?)" in message
+    for good in ("10 seconds", "1 Minute", "500 milliseconds", "0.5 second"):
+        assert _config.parse(job(trigger=good)).trigger == good
+
+
+def test_a_memory_sink_beside_a_dead_letter_is_refused_before_the_run() -> None:
+    config = job(
+        sink={"format": "memory", "name": "t"},
+        dead_letter={"format": "files", "path": "/dl"},
+    )
+    assert error(config).startswith("sink: a memory sink cannot be used with a dead_letter")
+
+
+def test_a_misspelt_format_is_a_warning_any_other_is_spark_s_business() -> None:
+    config = _config.parse(job(sink={"format": "files", "path": "/o", "file_format": "parquett"}))
+    assert config.warnings == (
+        "sink.file_format: Spark may know no format 'parquett' (did you mean 'parquet'?)",
+    )
+    assert _config.parse(job(sink={"format": "com.example.mysink"})).warnings == ()
