@@ -167,7 +167,7 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
-        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
+        check_keys={str(n): _check_key(spec, f"stores.{n}") for n, spec in store_specs.items()},
         max_error_ratio=_ratio(raw.get("max_error_ratio")),
     )
     return replace(config, warnings=tuple(_endpoint_warnings(config)))
@@ -259,7 +259,7 @@ def settings(
             f"(known: {sorted(allowed)})"
         )
     name = out.pop("store", None)
-    if name not in stores:
+    if not isinstance(name, str) or name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
     out["source"] = stores[name]
     if dead_letter:
@@ -349,6 +349,20 @@ def _trigger(value: Any) -> str | None:
             f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
         )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _check_key(spec: dict[str, Any], where: str) -> Any:
+    """A store's ``check_key``: a scalar, or a list for a composite key (a tuple)."""
+    key = spec.get("check_key", 0)
+    if isinstance(key, list):
+        key = tuple(key)
+    parts = key if isinstance(key, tuple) else (key,)
+    if not parts or not all(isinstance(p, (str, int, float, bytes)) for p in parts):
+        raise ConfigError(
+            f"{where}.check_key must be a key (a string or a number, or a list of them for "
+            f"a composite key), got {spec.get('check_key')!r}"
+        )
+    return key
 
 
 def _ratio(value: Any) -> float | None:

@@ -188,3 +188,14 @@ def test_a_misspelt_format_is_a_warning_any_other_is_spark_s_business() -> None:
         "sink.file_format: Spark may know no format 'parquett' (did you mean 'parquet'?)",
     )
     assert _config.parse(job(sink={"format": "com.example.mysink"})).warnings == ()
+
+
+def test_values_of_the_wrong_shape_are_config_errors_too() -> None:
+    config = job()
+    config["joins"][0]["store"] = ["users"]
+    assert error(config).startswith("joins[0].store must name one of ['users'], got ['users']")
+    config = job()
+    config["stores"]["users"]["check_key"] = {"id": 1}
+    assert error(config).startswith("stores.users.check_key must be a key")
+    config["stores"]["users"]["check_key"] = [1, "a"]  # a composite key
+    assert _config.parse(config).check_keys == {"users": (1, "a")}
