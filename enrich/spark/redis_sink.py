@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
@@ -45,6 +48,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from . import redis_commit, redis_options, sink_hooks
+from .sink_codec import pack
 from .sink_rows import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
@@ -75,10 +79,15 @@ def _task() -> tuple[int, str, str | None]:
     return context.partitionId(), f"{context.taskAttemptId()}-{nonce}", batch
 
 
-def _json(op: list[str]) -> str:
-    import json
-
-    return json.dumps(op, separators=(",", ":"), ensure_ascii=False)
+def _rows(items: Iterator[Any]) -> Iterator[Sequence[Any]]:
+    """Rows from what Spark hands ``write()``: Arrow record batches (the writers below
+    are Arrow writers: a batch keeps timestamps as instants, where a ``Row`` has a naive
+    local time), or ``Row`` objects (a caller of ``write()`` may pass those)."""
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            yield from zip(*(column.to_pylist() for column in item.columns), strict=True)
+        else:
+            yield item
 
 
 class _RedisWriter:
@@ -86,15 +95,16 @@ class _RedisWriter:
 
     def __init__(self, settings: SinkSettings, schema: StructType, token: str | None) -> None:
         self.settings = settings
-        self.columns = [f.name for f in schema.fields]
-        RowEncoder(settings, self.columns)  # a bad key template fails on the driver
+        self.schema = schema
+        RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
 
-    def _write(self, rows: Iterator[Any]) -> StagedPart:
+    def _write(self, items: Iterator[Any]) -> StagedPart:
         partition, attempt, batch_id = _task()
         batch = batch_id if batch_id is not None else self.token
         sink_hooks.pause_if_asked("before_write", batch_id)
-        encoder = RowEncoder(self.settings, self.columns)
+        encoder = RowEncoder(self.settings, self.schema)
+        rows = _rows(items)
         client = redis_options.connect(self.settings.url)
         try:
             if self.settings.mode is SinkMode.IDEMPOTENT:
@@ -107,7 +117,7 @@ class _RedisWriter:
             count = 0
             for chunk in _chunks(encoder, rows):
                 pipe = client.pipeline(transaction=False)
-                pipe.rpush(staging, *map(_json, chunk))
+                pipe.rpush(staging, *map(pack, chunk))
                 pipe.expire(staging, self.settings.staging_ttl)
                 pipe.execute()
                 count += len(chunk)
@@ -167,8 +177,8 @@ class _RedisWriter:
             client.close()
 
 
-def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]]]:
-    chunk: list[list[str]] = []
+def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str | bytes]]]:
+    chunk: list[list[str | bytes]] = []
     for row in rows:
         chunk.append(encoder.encode(row))
         if len(chunk) >= CHUNK:
@@ -178,7 +188,7 @@ def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]
         yield chunk
 
 
-class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
+class RedisStreamWriter(_RedisWriter, DataSourceStreamArrowWriter):
     """Streaming writes: one transaction per micro-batch (see the module docstring)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
@@ -193,7 +203,7 @@ class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
         self._abort(messages, str(batchId))
 
 
-class RedisBatchWriter(_RedisWriter, DataSourceWriter):
+class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
     """``df.write.format("redis")``: the whole write is one transaction (no marker)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
