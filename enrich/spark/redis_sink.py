@@ -55,6 +55,21 @@ log = logging.getLogger("enrich.spark.sinks")
 
 CHUNK = 500  # operations per pipelined round trip
 
+# KEYS: a hash. ARGV: its new fields and values. Replaces the hash in one step.
+REPLACE_HASH = """
+redis.call('DEL', KEYS[1])
+if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return 0
+"""
+
+CLUSTER_TRANSACTIONAL = (
+    'the "redis" sink in mode "transactional" cannot write to a Redis Cluster ({url}): its '
+    "commit is one Lua script publishing the whole batch with its marker, and a script may "
+    "only touch keys of one node, while the batch's keys are spread over the cluster's "
+    'slots. Use .option("mode", "idempotent") (keyed upserts stay exactly-once in effect; '
+    "stream appends become at-least-once), or a standalone Redis for this sink"
+)
+
 
 @dataclass
 class StagedPart(WriterCommitMessage):
@@ -93,11 +108,14 @@ def _rows(items: Iterator[Any]) -> Iterator[Sequence[Any]]:
 class _RedisWriter:
     """The executor half, shared by batch and streaming writes."""
 
-    def __init__(self, settings: SinkSettings, schema: StructType, token: str | None) -> None:
+    def __init__(
+        self, settings: SinkSettings, schema: StructType, token: str | None, cluster: bool = False
+    ) -> None:
         self.settings = settings
         self.schema = schema
         RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
+        self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
         partition, attempt, batch_id = _task()
@@ -105,10 +123,16 @@ class _RedisWriter:
         sink_hooks.pause_if_asked("before_write", batch_id)
         encoder = RowEncoder(self.settings, self.schema)
         rows = _rows(items)
+        if self.cluster:
+            cluster = redis_options.connect_cluster(self.settings.url)
+            try:
+                return StagedPart(None, self._apply(cluster, encoder, rows, batch_id, True))
+            finally:
+                cluster.close()
         client = redis_options.connect(self.settings.url)
         try:
             if self.settings.mode is SinkMode.IDEMPOTENT:
-                return StagedPart(None, self._apply(client, encoder, rows, batch_id))
+                return StagedPart(None, self._apply(client, encoder, rows, batch_id, False))
             assert batch is not None
             identity = self.settings.identity
             staging = redis_commit.staging_key(identity, batch, partition, attempt)
@@ -127,14 +151,22 @@ class _RedisWriter:
             client.close()
 
     @staticmethod
-    def _apply(client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any) -> int:
+    def _apply(
+        client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any, cluster: bool
+    ) -> int:
+        """Write the rows directly: a chunk per ``MULTI`` on a standalone Redis; on a
+        cluster (no ``MULTI`` across slots) a pipeline per node, each hash replaced by
+        one script call on its key, so a reader never sees a hash half replaced."""
         count = 0
         for chunk in _chunks(encoder, rows):
-            pipe = client.pipeline(transaction=True)
+            pipe = client.pipeline(transaction=not cluster)
             for op in chunk:
                 kind, key, *rest = op
                 if kind == "x":
                     pipe.xadd(key, dict(zip(rest[::2], rest[1::2], strict=True)))
+                elif kind == "h" and cluster:
+                    # ClusterPipeline blocks .eval(); the command itself routes by its key.
+                    pipe.execute_command("EVAL", REPLACE_HASH, 1, key, *rest)
                 elif kind == "h":
                     pipe.delete(key)
                     if rest:
@@ -149,7 +181,7 @@ class _RedisWriter:
     def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
             return
-        staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
+        staged = [(m.staging, m.rows) for m in messages if isinstance(m, StagedPart) and m.staging]
         client = redis_options.connect(self.settings.url)
         try:
             skipped, applied, cleaned = redis_commit.commit(
@@ -230,7 +262,8 @@ class RedisSinkDataSource(DataSource):
         return "redis"
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}")
+        cluster = self._cluster()
+        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}", cluster)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -238,4 +271,14 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
-        return RedisStreamWriter(self.settings, schema, None)
+        return RedisStreamWriter(self.settings, schema, None, self._cluster())
+
+    def _cluster(self) -> bool:
+        """Whether the target is a Redis Cluster (asked once, on the driver, before any
+        task): refused in mode transactional, with the reason and the alternative."""
+        cluster = redis_options.is_cluster(self.settings.url)
+        if cluster and self.settings.mode is SinkMode.TRANSACTIONAL:
+            raise ValueError(
+                CLUSTER_TRANSACTIONAL.format(url=redis_options.masked(self.settings.url))
+            )
+        return cluster
