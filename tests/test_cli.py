@@ -173,12 +173,73 @@ def test_check_passes_when_every_store_answers(
     assert "store 'credit': key 0 found" in done.stdout
 
 
+_STORE = (
+    "stores: {u: {kind: redis, url: 'redis://h', key_template: 'u:{}', value: json, "
+    "schema: 'a int'}}\n"
+)
+
+
+def test_run_tries_the_stores_first_and_starts_nothing_when_one_is_down(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    job = write_job(tmp_path, redis_server.url, f"http://127.0.0.1:{free_port()}")
+    done = run_enrich("run", str(job), "--duration", "5")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("FAILED store 'credit': SourceUnavailable: GET http://127.0.0.1:")
+    assert "check_key" not in lines[0]  # the store is down: no key would do
+    assert lines[-1] == (
+        "error: store 'credit' did not answer; the job was not started "
+        "(--no-preflight starts it without this check)"
+    )
+    assert "Spark" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_check_warns_of_options_spark_would_ignore(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    from enrich.demo.local import dimension_service
+
+    with dimension_service(users=5) as base:
+        job = write_job(tmp_path, redis_server.url, base)
+        job.write_text(
+            job.read_text().replace(
+                "source: {format: rate}", "source: {format: rate, options: {rowsPerSec: 5}}"
+            )
+        )
+        done = run_enrich("check", str(job))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "warning: source.options.rowsPerSec: not an option of format 'rate', Spark will "
+        "ignore it (did you mean 'rowsPerSecond'?) (known: rowsPerSecond, numPartitions, "
+        "rampUpTime)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("stores: {}\njoins: [{store: users, on: id}]\n", "joins[0].store must name one of []"),
         ("stores: {u: {kind: redis, url: 'redis://${NOPE_NOT_SET}/0'}}\n", "${NOPE_NOT_SET}"),
         ("stores: [1\n", "not valid YAML"),
+        (
+            _STORE + "sink: {format: redis, mode: transactional, options: {url: 'redis://h'}}\n",
+            "sink.mode is Spark's output mode or save mode, one of append",
+        ),
+        (
+            _STORE + "source: {format: files, path: /in, schema: 'id lnog'}\n",
+            "source.schema: cannot parse 'id lnog': field 'id': unsupported type 'lnog' "
+            "(did you mean 'long'?)",
+        ),
+        (
+            "stores: {u: {kind: redis, url: 'redis://h', key_tempalte: 'u:{}', value: json, "
+            "schema: 'a int'}}\n",
+            "stores.u: unknown setting 'key_tempalte' (did you mean 'key_template'?) (known: ",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_and_no_traceback(
@@ -191,6 +252,7 @@ def test_bad_configs_give_one_line_and_no_traceback(
         assert done.returncode == 2, done.stderr
         assert message in done.stderr
         assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
