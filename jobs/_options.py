@@ -40,8 +40,6 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "failOnDataLoss",
         "mode",
         "columnNameOfCorruptRecord",
-        "numPartitions",
-        "partitionsPerStream",
     ),
     ("sink", "redis"): (
         "url",
