@@ -199,3 +199,21 @@ def test_values_of_the_wrong_shape_are_config_errors_too() -> None:
     assert error(config).startswith("stores.users.check_key must be a key")
     config["stores"]["users"]["check_key"] = [1, "a"]  # a composite key
     assert _config.parse(config).check_keys == {"users": (1, "a")}
+
+
+def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
+    # Read off the code: an option a data source learns must be added to KNOWN_OPTIONS,
+    # or configs using it would be warned of it.
+    import re
+
+    spark = Path(__file__).resolve().parents[2] / "enrich" / "spark"
+    read = re.compile(r'options\.get\(\s*"(\w+)"|\(options, "(\w+)"')
+
+    def names(*files: str) -> set[str]:
+        text = "".join((spark / f).read_text() for f in files)
+        return {a or b for a, b in read.findall(text)}
+
+    source = names("streams.py", "stream_fields.py", "stream_loss.py")
+    assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
+    sink = names("sink_rows.py") | {"checkpointLocation"}  # Spark's own, read as well
+    assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])
