@@ -1,11 +1,12 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss ...]`` (default: operator)."""
+"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss|stream_source ...]``
+(default: operator)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "rss")
+SUITES = ("operator", "lookup", "tail", "spark", "rss", "stream_source")
 
 
 def main(argv: list[str]) -> None:
