@@ -1,11 +1,12 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss ...]`` (default: operator)."""
+"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|cache|rss ...]``
+(default: operator)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "rss", "sink_commit")
+SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline", "sink_commit")
 
 
 def main(argv: list[str]) -> None:
