@@ -6,7 +6,17 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline", "stream_source")
+SUITES = (
+    "operator",
+    "lookup",
+    "tail",
+    "spark",
+    "cache",
+    "rss",
+    "pipeline",
+    "stream_source",
+    "sink_commit",
+)
 
 
 def main(argv: list[str]) -> None:
