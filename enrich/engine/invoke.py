@@ -196,9 +196,7 @@ def _count(op: Host, done: int) -> int:
     return 0
 
 
-def invoker_for(
-    func: AsyncFunction, operator: Host, loop: asyncio.AbstractEventLoop
-) -> Invoker:
+def invoker_for(func: AsyncFunction, operator: Host, loop: asyncio.AbstractEventLoop) -> Invoker:
     """The invoker for ``func``'s style (raises TypeError for a function with none)."""
     style = invoke_style(func)
     if style == "coroutine":
