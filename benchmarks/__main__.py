@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss")
+SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline")
 
 
 def main(argv: list[str]) -> None:

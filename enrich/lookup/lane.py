@@ -132,6 +132,7 @@ class ColumnarLane:
         self.metrics = metrics
         self.retry = retry
         self._calls = LaneCalls(source, struct_type, timeout, max_batch)
+        self._store_name = repr(source)  # failed-row warnings are limited per store
         self._filled: Future[None] | None = None  # the last fill handed to the loop
 
     def run(
@@ -264,4 +265,13 @@ class ColumnarLane:
                 row = rows[position]
                 answers[key] = MISS if row is None else row
         keys = [None if i is None else distinct[i] for i in item.indices.to_pylist()]
-        return assemble(item.tag, keys, answers, False, self.how, self.on_error, self.metrics)
+        return assemble(
+            item.tag,
+            keys,
+            answers,
+            False,
+            self.how,
+            self.on_error,
+            self.metrics,
+            store=self._store_name,
+        )
