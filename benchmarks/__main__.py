@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "rss")
+SUITES = ("operator", "lookup", "tail", "spark", "rss", "affinity", "sql_join")
 
 
 def main(argv: list[str]) -> None:
