@@ -86,7 +86,9 @@ def run(df: Any, url: str, cache: Any, shuffle: bool, name: str) -> dict[str, An
     users = RedisLookup(
         url, key_template="user:{}", value="json", schema="name string, tier string"
     )
-    out = lookup_join(df, users, on="user_id", cache=cache, shuffle=shuffle, name=name)
+    out = lookup_join(
+        df, users, on="user_id", cache=cache, shuffle=shuffle, timeout=None, name=name
+    )
     start = time.perf_counter()
     out.write.format("noop").mode("overwrite").save()
     elapsed = time.perf_counter() - start

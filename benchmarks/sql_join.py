@@ -22,7 +22,7 @@ from ._report import table, write
 from .lookup import load_users
 from .spark import PARTITIONS, SCHEMA, orders, sink, start_spark
 
-ROWS = int(os.environ.get("ENRICH_BENCH_SQL_JOIN_ROWS", 500_000))
+ROWS = int(os.environ.get("ENRICH_BENCH_SQL_JOIN_ROWS", 300_000))
 REPEAT = int(os.environ.get("ENRICH_BENCH_SQL_JOIN_REPEAT", 3))
 
 
@@ -38,10 +38,14 @@ def main() -> None:
             source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
             df = orders(spark, ROWS, PARTITIONS, seed=7)
             df.createOrReplaceTempView("orders")
-            register_lookup_join(spark, "users_join", source, input="orders", on="user_id")
+            register_lookup_join(
+                spark, "users_join", source, input="orders", on="user_id", timeout=None
+            )
             register_lookup(spark, "dim_user", source, timeout=None)
             paths: dict[str, Any] = {
-                "lookup_join": lookup_join(df, source, on="user_id", name="bench_join"),
+                "lookup_join": lookup_join(
+                    df, source, on="user_id", timeout=None, name="bench_join"
+                ),
                 "SQL: users_join(TABLE(orders))": spark.sql(
                     "SELECT * FROM users_join(TABLE(orders))"
                 ),
