@@ -1,11 +1,22 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss ...]`` (default: operator)."""
+"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|cache|rss ...]``
+(default: operator)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "rss", "affinity", "sql_join")
+SUITES = (
+    "operator",
+    "lookup",
+    "tail",
+    "spark",
+    "cache",
+    "rss",
+    "pipeline",
+    "affinity",
+    "sql_join",
+)
 
 
 def main(argv: list[str]) -> None:

@@ -25,6 +25,7 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
     sink: {format: console}       # console | files | memory | noop | redis | any format
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
+    max_error_ratio: 0.01         # exit code 3 when a join's failed rows pass this share
 
 ``sources``/``input``/``output`` are accepted for ``stores``/``source``/``sink``, and
 ``source`` for ``store`` in a join, as older configs wrote them.
@@ -32,7 +33,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ import enrich
 from enrich.lookup.settings import JoinSettings
 from jobs._endpoints import Endpoint, sink, source as source_endpoint
 from jobs._files import ConfigError, read
+from jobs._options import check_sink, check_source, did_you_mean
 
 __all__ = ("ConfigError", "JobConfig", "load", "parse")
 
@@ -82,6 +85,7 @@ _TOP_KEYS = {
     "output",
     "checkpoint",
     "trigger",
+    "max_error_ratio",
 }
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
@@ -102,6 +106,10 @@ class JobConfig:
     name: str = "enrich-job"
     # store name -> the key `enrich check` looks up there (its `check_key`, or a dummy)
     check_keys: dict[str, Any] = field(default_factory=dict)
+    # the job fails (exit code 3) when a join's failed rows exceed this share of its rows
+    max_error_ratio: float | None = None
+    # what Spark would silently ignore (unknown options): one line each, said before a run
+    warnings: tuple[str, ...] = ()
 
     @property
     def input(self) -> Endpoint | None:
@@ -128,7 +136,10 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError("the config must be a mapping")
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
-        raise ConfigError(f"unknown section(s) {unknown} (known: {sorted(_TOP_KEYS)})")
+        raise ConfigError(
+            f"unknown section(s) {unknown}{did_you_mean(unknown[0], _TOP_KEYS)} "
+            f"(known: {sorted(_TOP_KEYS)})"
+        )
     store_specs = _section(raw, "stores", dict)
     stores = {str(name): store(spec, f"stores.{name}") for name, spec in store_specs.items()}
     dead_letter = raw.get(DEAD_LETTER)
@@ -146,7 +157,7 @@ def parse(raw: dict[str, Any]) -> JobConfig:
     }
     source_spec = _section(raw, "source", dict, required=False)
     sink_spec = _section(raw, "sink", dict, required=False)
-    return JobConfig(
+    config = JobConfig(
         stores=stores,
         source=source_endpoint(source_spec, "source") if source_spec else None,
         joins=joins,
@@ -158,7 +169,28 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
         check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
+        max_error_ratio=_ratio(raw.get("max_error_ratio")),
     )
+    return replace(config, warnings=tuple(_endpoint_warnings(config)))
+
+
+def _endpoint_warnings(config: JobConfig) -> list[str]:
+    """Check the source and sinks as Spark will read them (see ``jobs._options``)."""
+    warnings = []
+    if config.source is not None:
+        warnings += check_source(config.source, "source")
+    # The sink is a stream's (output mode) unless a batch writer writes it: the
+    # dead-letter split writes each micro-batch, and a batch job writes once.
+    streaming: bool | None = None
+    if config.dead_letter is not None:
+        streaming = False
+    elif config.source is not None:
+        streaming = config.source.streaming
+    if config.sink is not None:
+        warnings += check_sink(config.sink, "sink", streaming=streaming)
+    if config.dead_letter is not None:
+        warnings += check_sink(config.dead_letter, DEAD_LETTER, streaming=False)
+    return warnings
 
 
 def store(spec: Any, where: str) -> Any:
@@ -180,10 +212,26 @@ def store(spec: Any, where: str) -> Any:
     except KeyError as exc:
         raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
     except TypeError as exc:
-        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
+        message = _argument_error(exc)
+        if message.startswith("unknown setting"):
+            from connectors.http import HttpLookup
+            from connectors.redis import RedisLookup
+
+            known = _settings_of(RedisLookup if kind == "redis" else HttpLookup) | {
+                "kind",
+                "check_key",
+            }
+            bad = message.rsplit(" ", 1)[-1].strip("'")
+            message += f"{did_you_mean(bad, known)} (known: {', '.join(sorted(known))})"
+        raise ConfigError(f"{where}: {message}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     raise ConfigError(f"{where}.kind must be 'redis' or 'http', got {kind!r}")
+
+
+def _settings_of(cls: type) -> set[str]:
+    """A store class's settings: the parameters of its constructor."""
+    return {name for name in inspect.signature(cls).parameters if name != "self"}
 
 
 def settings(
@@ -201,7 +249,10 @@ def settings(
         out["store"] = out.pop("source")
     unknown = sorted(set(out) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {unknown} (known: {sorted(allowed)})")
+        raise ConfigError(
+            f"{where}: unknown setting(s) {unknown}{did_you_mean(unknown[0], allowed)} "
+            f"(known: {sorted(allowed)})"
+        )
     name = out.pop("store", None)
     if name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
@@ -304,6 +355,17 @@ def _trigger(value: Any) -> str | None:
     if len(parts) == 2 and _is_number(parts[0]):
         return value
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _ratio(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(
+            f"max_error_ratio must be a number from 0 to 1 (the share of a join's rows that "
+            f"may fail), got {value!r}"
+        )
+    return float(value)
 
 
 def _is_number(text: str) -> bool:

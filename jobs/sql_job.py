@@ -13,15 +13,14 @@ shown.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs import _config, _streams
+from jobs import _config, _outcome, _streams
 from jobs._files import ConfigError
-from jobs.enrich_job import quiet_logging
+from jobs.enrich_job import arguments, log, quiet_logging, start_spark
 
 
 def statements(text: str) -> list[str]:
@@ -64,34 +63,35 @@ def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--config", required=True, help="a YAML, JSON or TOML config")
-    parser.add_argument("--sql", required=True, help="the SQL file to run")
-    parser.add_argument(
-        "--duration", type=float, default=None, help="stop a streaming job after SECONDS"
-    )
-    args = parser.parse_args(argv)
+    args = arguments((__doc__ or "").splitlines()[0], sql=True).parse_args(argv)
     quiet_logging()
     try:
         config = _config.load(args.config)
         sql = Path(args.sql).read_text()
-        from enrich.spark import session
-
-        spark = session(config.name, spark__ui__showConsoleProgress="false")
     except OSError as exc:
         print(f"error: cannot read the SQL file {args.sql!r}: {exc.strerror}", file=sys.stderr)
-        return 2
-    except (ConfigError, RuntimeError) as exc:
+        return _outcome.EXIT_BAD_CONFIG
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    spark.sparkContext.setLogLevel("WARN")
+        return _outcome.EXIT_BAD_CONFIG
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    log_file = _outcome.log_path(config.name, args.log_file)
+    try:
+        spark = start_spark(config, log_file, args.spark_output_to_log)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return _outcome.EXIT_BAD_CONFIG
+    failure: BaseException | None = None
     try:
         run(spark, config, sql, args.duration)
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
+    except Exception as exc:  # the query failed: one line here, the trace in the log
+        failure = exc
     finally:
         spark.stop()  # drains the listener bus while this process can still answer it
-    return 0
+    return 0 if failure is None else _outcome.report(failure, log_file)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,9 @@ class LookupJoin(AsyncFunction):
         self._clock = clock
         self._store: Any = None
         self._registry = Registry()
-        self._delivery = Delivery(settings.how, settings.on_error, self.metrics, self._registry)
+        self._delivery = Delivery(
+            settings.how, settings.on_error, self.metrics, self._registry, repr(source)
+        )
         self._settler = Settler(settings, self.metrics, self._registry, self._delivery)
         self._batcher = self._settler.batcher = Batcher(
             source,

@@ -63,6 +63,10 @@ from .metrics import (
     register,
     statistics as _statistics,
 )
+from .stream_metrics import (
+    StreamReadCounts as StreamReadCounts,
+    stream_statistics as stream_statistics,
+)
 
 __all__ = (
     "lookup_join",

@@ -62,6 +62,9 @@ class LanePush:
         """Yield the output of every batch still in flight, in order."""
         while self._pending:
             yield from self._hand_out(self._pending.popleft())
+        filled = getattr(self.lane, "_filled", None)
+        if filled is not None:  # the cache holds the answers when the task ends, as run()'s
+            filled.result()
         self._report()
 
     def close(self) -> None:

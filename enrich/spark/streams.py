@@ -2,9 +2,10 @@
 
 Offsets are entry ids, one per stream: ``{"orders": "1718000000000-3"}`` means every
 entry up to and including that id has been planned. A micro-batch reads the entries in
-``(start, end]`` with ``XRANGE``, so a replayed batch reads exactly the same entries
-(entries are never trimmed by this source; trimming a stream below an offset a query has
-not committed loses those entries). Needs Redis 6.2+ (exclusive ``XRANGE`` bounds).
+``(start, end]`` with ``XRANGE``, so a replayed batch reads exactly the same entries.
+The source never trims a stream; entries after a committed offset that were trimmed or
+deleted fail the query (``failOnDataLoss``, see :mod:`enrich.spark.stream_loss`). Needs
+Redis 6.2+ (exclusive ``XRANGE`` bounds); 7.0+ detects every loss exactly.
 
 Options:
     url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
@@ -13,6 +14,11 @@ Options:
         first starts), or an entry id (the entries after it, as ``XREAD`` does).
     maxEntriesPerTrigger: the most entries per micro-batch, split evenly among the
         streams (default: no limit). ``Trigger.AvailableNow`` honours it too.
+    failOnDataLoss: ``true`` (default) or ``false``: skip lost entries, log and count them.
+    mode: ``PERMISSIVE`` (default), ``DROPMALFORMED`` or ``FAILFAST``, for entries with a
+        field that does not parse (:mod:`enrich.spark.stream_fields`).
+    columnNameOfCorruptRecord: the column that gets a malformed entry as JSON text, when
+        the schema names it (default ``_corrupt_record``).
 
 Schema: see :mod:`enrich.spark.stream_fields`. ``spark.read.format("redis-stream")``
 reads everything from the starting position to the last entry at planning time.
@@ -20,6 +26,7 @@ reads everything from the starting position to the last entry at planning time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +40,20 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from . import redis_options
-from .stream_fields import DEFAULT_SCHEMA, EntryDecoder
+from .stream_fields import CORRUPT_COLUMN, DEFAULT_SCHEMA, EntryDecoder, Mode
+from .stream_loss import (
+    NOTHING,
+    RESERVED,
+    RESET_KEY,
+    StreamDataLoss,
+    detect_loss,
+    fail_on_data_loss,
+    loss_counts,
+    parse_id,
+    stream_info,
+)
+from .stream_metrics import counter_for
+from .stream_offsets import Offsets, text
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -47,25 +67,12 @@ except ImportError:  # pragma: no cover - older pyspark: every read is unlimited
     ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
+__all__ = ("FORMAT", "NOTHING", "RedisStreamDataSource", "StreamSettings", "parse_id")
+
 FORMAT = "redis-stream"
-NOTHING = "0-0"  # an offset before every entry
 PAGE = 1000  # entries per XRANGE call while reading a partition
 
-
-def parse_id(text: str) -> tuple[int, int]:
-    """An entry id as ``(milliseconds, sequence)``; ``ValueError`` names a bad one."""
-    ms, _, seq = text.partition("-")
-    try:
-        parsed = (int(ms), int(seq or 0))
-    except ValueError:
-        parsed = (-1, -1)
-    if parsed[0] < 0 or parsed[1] < 0:
-        raise ValueError(f"not a Redis stream entry id: {text!r} (expected '<ms>-<seq>')")
-    return parsed
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+log = logging.getLogger("enrich.spark.streams")
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,9 @@ class StreamSettings:
     streams: tuple[str, ...]
     start: str  # "earliest", "latest" or a normalised entry id
     max_entries: int | None
+    fail_on_data_loss: bool = True
+    mode: Mode = Mode.PERMISSIVE
+    corrupt_column: str = CORRUPT_COLUMN
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> StreamSettings:
@@ -85,6 +95,9 @@ class StreamSettings:
         streams = tuple(dict.fromkeys(s.strip() for s in names.split(",") if s.strip()))
         if not streams:
             raise ValueError(f"option stream names no stream: {names!r}")
+        for reserved in RESERVED:
+            if reserved in streams:
+                raise ValueError(f"option stream: {reserved!r} is reserved for the offsets")
         start = str(options.get("startingPosition", "earliest")).strip()
         if start.lower() in ("earliest", "latest"):
             start = start.lower()
@@ -98,89 +111,116 @@ class StreamSettings:
                 ) from None
             start = f"{ms}-{seq}"
         max_entries = redis_options.positive_int(options, "maxEntriesPerTrigger", None)
-        return cls(url, streams, start, max_entries)
+        corrupt = str(options.get("columnNameOfCorruptRecord", CORRUPT_COLUMN)).strip()
+        if not corrupt:
+            raise ValueError("option columnNameOfCorruptRecord must name a column")
+        return cls(
+            url,
+            streams,
+            start,
+            max_entries,
+            fail_on_data_loss(options),
+            Mode.of(options),
+            corrupt,
+        )
+
+    def is_initial(self, offset: str) -> bool:
+        """``offset`` is the explicit starting position, nothing read past it yet."""
+        return self.start not in ("earliest", "latest") and offset == self.start
+
+    def decoder(self, schema: StructType, stream: str = "") -> EntryDecoder:
+        return EntryDecoder(
+            schema, mode=self.mode, corrupt_column=self.corrupt_column, stream=stream
+        )
 
     def __repr__(self) -> str:
         return (
             f"StreamSettings(url={redis_options.masked(self.url)!r}, streams={self.streams!r}, "
-            f"start={self.start!r}, max_entries={self.max_entries!r})"
+            f"start={self.start!r}, max_entries={self.max_entries!r}, "
+            f"fail_on_data_loss={self.fail_on_data_loss!r}, mode={self.mode.value!r}, "
+            f"corrupt_column={self.corrupt_column!r})"
         )
 
 
 class RedisStreamPartition(InputPartition):
-    """The entries of one stream in ``(after, until]``."""
+    """The entries of one stream in ``(after, until]``.
 
-    def __init__(self, stream: str, after: str, until: str) -> None:
+    ``check`` asks the task to look for lost entries after ``committed`` (the batch's
+    start for this stream) before it reads; ``reported`` is the loss already counted.
+    """
+
+    def __init__(
+        self,
+        stream: str,
+        after: str,
+        until: str,
+        *,
+        committed: str | None = None,
+        reported: str | None = None,
+        initial: bool = False,
+    ) -> None:
         super().__init__((stream, after, until))
         self.stream, self.after, self.until = stream, after, until
+        self.committed, self.reported, self.initial = committed, reported, initial
 
 
-class _Offsets:
-    """Offset arithmetic against the server (driver side)."""
-
-    def __init__(self, settings: StreamSettings) -> None:
-        self.settings = settings
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = redis_options.connect(self.settings.url)
-        return self._client
-
-    def last_id(self, stream: str) -> str:
-        newest = self.client.xrevrange(stream, "+", "-", count=1)
-        return _text(newest[0][0]) if newest else NOTHING
-
-    def initial(self) -> dict[str, str]:
-        if self.settings.start == "latest":
-            return {s: self.last_id(s) for s in self.settings.streams}
-        start = NOTHING if self.settings.start == "earliest" else self.settings.start
-        return dict.fromkeys(self.settings.streams, start)
-
-    def advance(self, stream: str, start: str, upper: str | None, budget: int | None) -> str:
-        """The id ``budget`` entries after ``start`` (all of them without a budget),
-        never beyond ``upper``; ``start`` itself when nothing is there."""
-        high = "+" if upper is None else upper
-        if budget is None:
-            newest = self.client.xrevrange(stream, high, "-", count=1)
-            end = _text(newest[0][0]) if newest else start
-        else:
-            page = self.client.xrange(stream, f"({start}", high, count=budget)
-            end = _text(page[-1][0]) if page else start
-        return end if parse_id(end) > parse_id(start) else start
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-
-def read_partition(url: str, schema: StructType, partition: RedisStreamPartition) -> Iterator[Any]:
+def read_partition(
+    settings: StreamSettings, schema: StructType, partition: RedisStreamPartition, counter: Any
+) -> Iterator[Any]:
     """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
-    decoder = EntryDecoder(schema)
-    client: Any = redis_options.connect(url)
+    decoder = settings.decoder(schema, partition.stream)
+    client: Any = redis_options.connect(settings.url)
+    lost = 0
     try:
+        if partition.committed is not None:
+            lost = _check_before_reading(settings, client, partition)
         after = partition.after
         while True:
             page = client.xrange(partition.stream, f"({after}", partition.until, count=PAGE)
             for entry_id, fields in page:
-                yield decoder.row(entry_id, fields)
+                row = decoder.row(entry_id, fields)
+                if row is not None:
+                    yield row
             if len(page) < PAGE:
                 break
-            after = _text(page[-1][0])
+            after = text(page[-1][0])
     finally:
         client.close()
-        decoder.log_counts(partition.stream)
+        decoder.log_counts()
+        counts = decoder.statistics()
+        if lost:
+            counts["lost"] = lost
+        if counter is not None and counts:
+            counter.add({partition.stream: counts})
+
+
+def _check_before_reading(settings: StreamSettings, client: Any, part: RedisStreamPartition) -> int:
+    """Entries of the batch trimmed since it was planned (or before its replay): fail, or
+    log and return 1 (``failOnDataLoss=false``)."""
+    assert part.committed is not None
+    loss = detect_loss(
+        part.stream,
+        part.committed,
+        stream_info(client, part.stream),
+        initial=part.initial,
+        reported=part.reported,
+    )
+    if loss is None:
+        return 0
+    if settings.fail_on_data_loss:
+        raise StreamDataLoss(loss)
+    log.warning("%s (skipped while reading: failOnDataLoss=false)", loss.message())
+    return 1
 
 
 class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over one or more streams; see the module docstring."""
 
-    def __init__(self, settings: StreamSettings, schema: StructType) -> None:
+    def __init__(self, settings: StreamSettings, schema: StructType, counter: Any = None) -> None:
         self.settings = settings
         self.schema = schema
-        self._offsets = _Offsets(settings)
+        self.counter = counter
+        self._offsets = Offsets(settings)
         self._target: dict[str, str] | None = None
 
     def initialOffset(self) -> dict[str, str]:
@@ -196,32 +236,39 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {s: self._offsets.last_id(s) for s in self.settings.streams}
 
     def latestOffset(
-        self, start: dict[str, str] | None = None, limit: Any = None
-    ) -> dict[str, str]:
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
         start = start or self._offsets.initial()
         budget = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.settings.streams))
-        end: dict[str, str] = {}
-        for stream in self.settings.streams:
-            # A stream added to the option since the checkpoint starts at the beginning.
-            begin = start.get(stream, NOTHING)
-            upper = None if self._target is None else self._target[stream]
-            end[stream] = self._offsets.advance(stream, begin, upper, budget)
-        return end
+        return self._offsets.latest(start, self._target, budget)
 
-    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-        return [
-            RedisStreamPartition(s, start.get(s, NOTHING), end[s])
-            for s in self.settings.streams
-            if parse_id(end[s]) > parse_id(start.get(s, NOTHING))
-        ]
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        reported = loss_counts(end)
+        resets = end.get(RESET_KEY) or []
+        parts = []
+        for s in self.settings.streams:
+            committed = str(start.get(s, NOTHING))
+            after = NOTHING if s in resets else committed
+            if parse_id(end[s]) > parse_id(after):
+                parts.append(
+                    RedisStreamPartition(
+                        s,
+                        after,
+                        end[s],
+                        committed=after,
+                        reported=reported.get(s, {}).get("mark"),
+                        initial=self.settings.is_initial(after),
+                    )
+                )
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RedisStreamPartition)
-        return read_partition(self.settings.url, self.schema, partition)
+        return read_partition(self.settings, self.schema, partition, self.counter)
 
-    def commit(self, end: dict[str, str]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the stream keeps its entries (trim them yourself, behind the
         offsets every query has committed)."""
 
@@ -230,14 +277,16 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class RedisStreamBatchReader(DataSourceReader):
-    """A batch read from the starting position to the last entry at planning time."""
+    """A batch read from the starting position to the last entry at planning time (what
+    is present in between; ``failOnDataLoss`` concerns streaming queries)."""
 
-    def __init__(self, settings: StreamSettings, schema: StructType) -> None:
+    def __init__(self, settings: StreamSettings, schema: StructType, counter: Any = None) -> None:
         self.settings = settings
         self.schema = schema
+        self.counter = counter
 
     def partitions(self) -> Sequence[InputPartition]:
-        offsets = _Offsets(self.settings)
+        offsets = Offsets(self.settings)
         try:
             start = offsets.initial() if self.settings.start != "latest" else {}
             parts = []
@@ -252,11 +301,13 @@ class RedisStreamBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RedisStreamPartition)
-        return read_partition(self.settings.url, self.schema, partition)
+        return read_partition(self.settings, self.schema, partition, self.counter)
 
 
 class RedisStreamDataSource(DataSource):
     """``spark.readStream.format("redis-stream")`` and ``spark.read.format(...)``."""
+
+    counter: Any = None  # a Spark accumulator, in the class :func:`counted_source` makes
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -270,9 +321,25 @@ class RedisStreamDataSource(DataSource):
         return DEFAULT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        EntryDecoder(schema)  # a column type no field can hold fails here, on the driver
-        return RedisStreamBatchReader(self.settings, schema)
+        self.settings.decoder(schema)  # a column no field can hold fails here, on the driver
+        return RedisStreamBatchReader(self.settings, schema, type(self).counter)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        EntryDecoder(schema)
-        return RedisStreamReader(self.settings, schema)
+        self.settings.decoder(schema)
+        return RedisStreamReader(self.settings, schema, type(self).counter)
+
+
+def counted_source(spark: Any) -> type[RedisStreamDataSource]:
+    """The source class to register with ``spark``: its tasks add what they count to an
+    accumulator of this driver process (:func:`enrich.spark.stream_statistics`).
+
+    The class is made here, not imported, so that Spark pickles it with its accumulator.
+    """
+    counter = counter_for(spark)
+    if counter is None:
+        return RedisStreamDataSource
+    return type(
+        "RedisStreamDataSource",
+        (RedisStreamDataSource,),
+        {"counter": counter, "__qualname__": "counted_source.<locals>.RedisStreamDataSource"},
+    )
