@@ -16,6 +16,8 @@ SUITES = (
     "pipeline",
     "stream_source",
     "sink_commit",
+    "affinity",
+    "sql_join",
 )
 
 
