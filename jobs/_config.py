@@ -19,6 +19,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
          retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
       - {store: credit, on: user_id, on_error: dead_letter}
     lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
+    lookup_joins: {users_join: {store: users, on: user_id, input: input}}
+                                  # SQL table functions: SELECT * FROM users_join(TABLE(input))
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
     sink: {format: console}       # console | files | memory | noop | redis | any format
     checkpoint: /data/checkpoints/orders
@@ -62,6 +64,8 @@ _JOIN_KEYS = {
     "shuffle",
 }
 _LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
+# SQL table functions (jobs/sql_job.py): `name(TABLE(view))` joins the view's rows.
+_LOOKUP_JOIN_KEYS = (_JOIN_KEYS - {"mode", "name", "shuffle"}) | {"input"}
 _SECTIONS = {
     "stores": ("stores", "sources"),
     "source": ("source", "input"),
@@ -75,6 +79,7 @@ _TOP_KEYS = {
     "input",
     "joins",
     "lookups",
+    "lookup_joins",
     "dead_letter",
     "sink",
     "output",
@@ -106,6 +111,7 @@ class JobConfig:
     source: Endpoint | None = None
     joins: list[dict[str, Any]] = field(default_factory=list)
     lookups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lookup_joins: dict[str, dict[str, Any]] = field(default_factory=dict)
     sink: Endpoint | None = None
     dead_letter: Endpoint | None = None
     checkpoint: str | None = None
@@ -158,6 +164,10 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         str(name): settings(spec, f"lookups.{name}", stores, _LOOKUP_KEYS, False)
         for name, spec in _section(raw, "lookups", dict, required=False).items()
     }
+    lookup_joins = {
+        str(name): settings(spec, f"lookup_joins.{name}", stores, _LOOKUP_JOIN_KEYS, False)
+        for name, spec in _section(raw, "lookup_joins", dict, required=False).items()
+    }
     source_spec = _section(raw, "source", dict, required=False)
     sink_spec = _section(raw, "sink", dict, required=False)
     config = JobConfig(
@@ -165,6 +175,7 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         source=source_endpoint(source_spec, "source") if source_spec else None,
         joins=joins,
         lookups=lookups,
+        lookup_joins=lookup_joins,
         sink=sink(sink_spec, "sink") if sink_spec else None,
         dead_letter=sink(dead_letter, DEAD_LETTER) if dead_letter is not None else None,
         checkpoint=_optional_string(raw, "checkpoint"),
@@ -298,7 +309,9 @@ def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
 
 def _check(join: dict[str, Any]) -> None:
     """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle")}
+    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle", "input")}
+    if not isinstance(join.get("input", "input"), str):
+        raise ValueError(f"input must be the name of a view, got {join['input']!r}")
     shuffle = join.get("shuffle", False)
     if not (isinstance(shuffle, int) and (isinstance(shuffle, bool) or shuffle >= 1)):
         raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")

@@ -4,8 +4,11 @@
 
 The same runs with ``enrich run job.yaml --sql enrich.sql``. The config's ``lookups``
 become SQL functions (``register_lookup``); its ``source`` (if any) is registered as the
-view ``input``. Statements are separated by ``;``. The last statement's result is written
-as the config's ``sink`` says (streaming or not), or shown.
+view ``input``; its ``lookup_joins`` become table functions joining a view's rows
+(``register_lookup_join``: ``SELECT * FROM users_join(TABLE(input))``), for the view
+named by their ``input`` (default ``input``). Statements are separated by ``;``. The
+last statement's result is written as the config's ``sink`` says (streaming or not), or
+shown.
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None 
         register_lookup(spark, name, options.pop("source"), **options)
     if config.source is not None:
         _streams.read(spark, config.source).createOrReplaceTempView("input")
+    if config.lookup_joins:
+        from enrich.spark.sql_join import register_lookup_join
+
+        for name, settings in config.lookup_joins.items():
+            options = dict(settings)
+            source, view = options.pop("source"), options.pop("input", "input")
+            register_lookup_join(spark, name, source, input=view, **options)
     result = None
     for statement in statements(sql):
         result = spark.sql(statement)

@@ -198,7 +198,9 @@ def test_a_bad_fail_on_data_loss_is_named() -> None:
 
 
 def settings(server: RedisServer, **options: str) -> StreamSettings:
-    return StreamSettings.of({"url": server.url, "stream": "s", **options})
+    return StreamSettings.of(
+        {"url": server.url, "stream": "s", "partitionsPerStream": "1", **options}
+    )
 
 
 def test_latest_starts_after_a_deleted_last_entry_without_reporting_it(
