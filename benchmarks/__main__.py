@@ -16,6 +16,7 @@ SUITES = (
     "pipeline",
     "affinity",
     "sql_join",
+    "full_cache",
 )
 
 
