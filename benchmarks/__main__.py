@@ -1,4 +1,4 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|cache|rss ...]``
+"""Run benchmarks: ``python -m benchmarks [SUITE ...]`` with suites from :data:`SUITES`
 (default: operator)."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ SUITES = (
     "cache",
     "rss",
     "pipeline",
+    "stream_source",
+    "sink_commit",
     "affinity",
     "sql_join",
     "full_cache",

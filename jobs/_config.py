@@ -87,6 +87,19 @@ _TOP_KEYS = {
     "trigger",
     "max_error_ratio",
 }
+# the units of a processing-time trigger, as Spark's interval parser reads them (any
+# case, singular too)
+_UNITS = (
+    "microseconds",
+    "milliseconds",
+    "seconds",
+    "minutes",
+    "hours",
+    "days",
+    "weeks",
+    "months",
+    "years",
+)
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
 
@@ -168,7 +181,7 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
-        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
+        check_keys={str(n): _check_key(spec, f"stores.{n}") for n, spec in store_specs.items()},
         max_error_ratio=_ratio(raw.get("max_error_ratio")),
     )
     return replace(config, warnings=tuple(_endpoint_warnings(config)))
@@ -190,6 +203,12 @@ def _endpoint_warnings(config: JobConfig) -> list[str]:
         warnings += check_sink(config.sink, "sink", streaming=streaming)
     if config.dead_letter is not None:
         warnings += check_sink(config.dead_letter, DEAD_LETTER, streaming=False)
+        for where, spec in (("sink", config.sink), (DEAD_LETTER, config.dead_letter)):
+            if spec is not None and spec.kind == "memory":
+                raise ConfigError(
+                    f"{where}: a memory sink cannot be used with a dead_letter (use files, "
+                    f"console or a format with a batch writer)"
+                )
     return warnings
 
 
@@ -254,7 +273,7 @@ def settings(
             f"(known: {sorted(allowed)})"
         )
     name = out.pop("store", None)
-    if name not in stores:
+    if not isinstance(name, str) or name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
     out["source"] = stores[name]
     if dead_letter:
@@ -353,8 +372,28 @@ def _trigger(value: Any) -> str | None:
         return value
     parts = value.split()
     if len(parts) == 2 and _is_number(parts[0]):
-        return value
+        unit = parts[1].lower()
+        if unit in _UNITS or unit + "s" in _UNITS:
+            return value
+        raise ConfigError(
+            f"trigger {value!r}: Spark knows no unit {parts[1]!r}"
+            f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
+        )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _check_key(spec: dict[str, Any], where: str) -> Any:
+    """A store's ``check_key``: a scalar, or a list for a composite key (a tuple)."""
+    key = spec.get("check_key", 0)
+    if isinstance(key, list):
+        key = tuple(key)
+    parts = key if isinstance(key, tuple) else (key,)
+    if not parts or not all(isinstance(p, (str, int, float, bytes)) for p in parts):
+        raise ConfigError(
+            f"{where}.check_key must be a key (a string or a number, or a list of them for "
+            f"a composite key), got {spec.get('check_key')!r}"
+        )
+    return key
 
 
 def _ratio(value: Any) -> float | None:

@@ -20,8 +20,8 @@ or expired by ``stagingTtl``) makes it publish nothing, advance no marker and de
 staging, and :func:`commit` raises :class:`StagingMismatch` naming the batch, the list,
 and the counts expected and found.
 
-Needs a standalone Redis (or a cluster client that routes every key to one node): a
-script may only touch keys of one node.
+Needs a standalone Redis: a script may only touch keys of one node, so the sink refuses
+a Redis Cluster in transactional mode when the query starts.
 """
 
 from __future__ import annotations
@@ -186,17 +186,16 @@ def commit(
             published and the marker did not move.
     """
     lists = [name for name, _ in staged]
-    result = client.eval(
-        COMMIT_SCRIPT,
-        2 + len(lists),
-        marker_key(identity),
-        index_key(identity),
-        *lists,
-        batch if marked else "",
-        staging_prefix(identity),
-        f"{staging_prefix(identity)}{batch}:",
-        PAGE,
-        *(rows for _, rows in staged),
+    # EVALSHA (loading the script once per server): the script is not resent per batch.
+    result = client.register_script(COMMIT_SCRIPT)(
+        keys=[marker_key(identity), index_key(identity), *lists],
+        args=[
+            batch if marked else "",
+            staging_prefix(identity),
+            f"{staging_prefix(identity)}{batch}:",
+            PAGE,
+            *(rows for _, rows in staged),
+        ],
     )
     first, second, third = (int(x) for x in result)
     if first < 0:

@@ -2,7 +2,8 @@
 two phases.
 
 Options:
-    url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
+    url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS); a Redis
+        Cluster node's URL in mode ``idempotent`` (the cluster is found from the node).
     stream | key: the target. ``stream``: append each row as an entry. ``key``: a
         template over the row's columns (``"order:{order_id}"``) naming the key each row
         upserts; ``value`` is ``hash`` (default) or ``json``.
@@ -26,6 +27,12 @@ and the same source offsets):
   (:mod:`~enrich.spark.redis_commit`); the driver's ``commit`` publishes the whole batch
   and records its id in one Lua script. A batch id already committed is skipped, so
   appends are exactly-once and upserts atomic per batch; ``abort`` deletes staging only.
+  The commit publishes nothing and fails the batch when a staging list does not hold
+  the rows its task reported (:class:`~enrich.spark.redis_commit.StagingMismatch`). A
+  Redis Cluster is refused when the query starts (a script touches keys of one node).
+
+Values are encoded by :mod:`~enrich.spark.sink_codec`: ``RedisLookup`` with the same
+schema reads them back unchanged.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from . import redis_commit, redis_options, sink_hooks
+from . import redis_commit, redis_options, sink_columns, sink_hooks
 from .sink_codec import pack
 from .sink_rows import RowEncoder, SinkMode, SinkSettings
 
@@ -139,9 +146,9 @@ class _RedisWriter:
             # Indexed first, so a crash in the middle leaves a list the next commit finds.
             client.sadd(redis_commit.index_key(identity), staging)
             count = 0
-            for chunk in _chunks(encoder, rows):
+            for chunk in _staged_chunks(encoder, items):
                 pipe = client.pipeline(transaction=False)
-                pipe.rpush(staging, *map(pack, chunk))
+                pipe.rpush(staging, *chunk)
                 pipe.expire(staging, self.settings.staging_ttl)
                 pipe.execute()
                 count += len(chunk)
@@ -207,6 +214,24 @@ class _RedisWriter:
             redis_commit.abort(client, self.settings.identity, batch, staged)
         finally:
             client.close()
+
+
+def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[bytes]]:
+    """Packed operations in chunks of at most ``CHUNK``: an Arrow batch's built a column
+    at a time (:mod:`~enrich.spark.sink_columns`) where it can, the rest row by row."""
+    columnar = sink_columns.is_columnar(encoder)
+    rows: list[Any] = []
+    for item in items:
+        if not isinstance(item, pa.RecordBatch):
+            rows.append(item)
+            continue
+        ops = sink_columns.staged_operations(encoder, item) if columnar else None
+        if ops is None:
+            ops = [pack(encoder.encode(row)) for row in _rows(iter([item]))]
+        for start in range(0, len(ops), CHUNK):
+            yield ops[start : start + CHUNK]
+    for chunk in _chunks(encoder, iter(rows)):
+        yield [pack(op) for op in chunk]
 
 
 def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str | bytes]]]:

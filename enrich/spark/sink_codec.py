@@ -277,6 +277,8 @@ def pack(op: list[str | bytes]) -> bytes:
     """An operation as a JSON array of byte strings for the commit script's ``cjson``:
     text as UTF-8, bytes as they are (cjson is 8-bit clean; only quotes, backslashes and
     control bytes are escaped), so binary values reach Redis unchanged."""
+    if all(type(item) is str for item in op):  # the common case: C-level escaping
+        return ("[" + ",".join(map(encode_basestring, op)) + "]").encode("utf-8")  # type: ignore[arg-type]
     parts = []
     for item in op:
         raw = item.encode("utf-8") if isinstance(item, str) else item

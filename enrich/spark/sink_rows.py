@@ -117,8 +117,9 @@ class RowEncoder:
 
     def __init__(self, settings: SinkSettings, schema: StructType) -> None:
         self.settings = settings
+        self.schema = schema
         self.columns = [f.name for f in schema.fields]
-        self._error = (
+        self.error_index = self._error = (
             self.columns.index(settings.error_column)
             if settings.dead_letter and settings.error_column in self.columns
             else None
@@ -137,6 +138,10 @@ class RowEncoder:
         self._key_text = [
             sink_codec.field_encoder(schema.fields[index].dataType) for _, index in self._key_fields
         ]
+
+    def field_type(self, index: int) -> Any:
+        """The Spark type of column ``index``."""
+        return self.schema.fields[index].dataType
 
     def encode(self, row: Sequence[Any]) -> list[str | bytes]:
         """The operation writing ``row`` (a Row or a tuple of values in column order).
