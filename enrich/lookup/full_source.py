@@ -155,11 +155,8 @@ class FullCacheSource:
         """Load the dimension again now, and wait for the load to end (it may fail:
         see :meth:`statistics`)."""
         dimension = self.dimension()
-        dimension._started = True
         dimension.reload()
-        task = dimension._task
-        if task is not None:
-            await asyncio.shield(task)
+        await dimension.wait_loaded()
 
     async def aclose(self) -> None:
         """Drop this process's snapshot and stop reloading; close the source."""
