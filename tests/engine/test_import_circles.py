@@ -16,6 +16,7 @@ KNOWN = {
     ("connectors.redis", "connectors.redis.arrow"),
     ("connectors.redis", "connectors.redis.scan"),
     ("enrich.spark.stream_offsets", "enrich.spark.streams"),
+    ("enrich.spark.stream_read", "enrich.spark.streams"),
     ("jobs._endpoints", "jobs._options"),
 }
 
