@@ -11,9 +11,9 @@ import pytest
 
 from enrich import LookupCache
 from enrich.lookup.cache import MISS, CacheStore
+from enrich.lookup.lane import cache as lane_cache
 from enrich.lookup.lane.cache import ArrowSlab, CacheProbe
 from enrich.lookup.lane.columnar import ColumnarAnswer
-from enrich.lookup.lane import cache as lane_cache
 
 pytestmark = pytest.mark.timeout(60)
 
