@@ -22,8 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 import pyarrow as pa
 
 from ..engine.clock import Clock, Timer
-from .columnar import ColumnarAnswer, tuples_to_struct
 from .full_cache import DimensionTooLarge, FullCache, FullCacheStatistics
+from .lane.columnar import ColumnarAnswer, tuples_to_struct
 
 log = logging.getLogger("enrich.lookup.full_cache")
 

@@ -21,9 +21,9 @@ from .._errors import LookupFailed
 from ..engine.clock import Clock, LoopClock
 from ..engine.runtime import pop_process_local, process_local
 from .arrow_types import arrow_schema
-from .columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from .full_cache import FullCache, FullCacheStatistics
 from .full_snapshot import Dimension, ListableSource
+from .lane.columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from .schema import Schema
 from .source import LookupSource
 

@@ -15,6 +15,7 @@ PACKAGES = ("enrich", "connectors", "jobs")
 KNOWN = {
     ("connectors.redis", "connectors.redis.arrow"),
     ("enrich.spark.stream_offsets", "enrich.spark.streams"),
+    ("enrich.spark.stream_read", "enrich.spark.streams"),
     ("jobs._endpoints", "jobs._options"),
 }
 

@@ -22,7 +22,7 @@ from enrich import (
     lookup_chunks,
 )
 from enrich.engine.runtime import run_sync
-from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.testing import FakeClock
 from tests.integration.conftest import MakeRedis, command_calls
 from tests.support.redis_server import RedisServer
