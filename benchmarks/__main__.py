@@ -1,11 +1,26 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss ...]`` (default: operator)."""
+"""Run benchmarks: ``python -m benchmarks [SUITE ...]`` with suites from :data:`SUITES`
+(default: operator)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "spark_versions", "rss")
+SUITES = (
+    "operator",
+    "lookup",
+    "tail",
+    "spark",
+    "cache",
+    "rss",
+    "pipeline",
+    "stream_source",
+    "sink_commit",
+    "affinity",
+    "sql_join",
+    "full_cache",
+    "spark_versions",
+)
 
 
 def main(argv: list[str]) -> None:

@@ -275,7 +275,7 @@ class RedisLookup:
         await self._run_commands(handle, singles, self._settings.connection.endpoint, results)
 
     async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
-        """The columnar lookup (``enrich.lookup.columnar.ColumnarSource``): same outcomes
+        """The columnar lookup (``enrich.lookup.lane.columnar.ColumnarSource``): same outcomes
         as ``lookup_many``, JSON objects decoded in bulk (see ``connectors.redis.arrow``)."""
         decode = await self.fetch_arrow(keys, struct_type)
         return decode()
@@ -286,6 +286,21 @@ class RedisLookup:
         from .arrow import fetch_arrow  # pyarrow is needed only on this path
 
         return await fetch_arrow(self, keys, struct_type)
+
+    def store_key(self, key: Any) -> bytes:
+        """The Redis key of lookup key ``key`` (a full cache's snapshot is keyed by it).
+
+        Raises:
+            ValueError, TypeError: the key does not fit the key template.
+        """
+        return self._settings.key_template.render(key)
+
+    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[bytes, Any], int]]:
+        """Every key the key template matches, with its answer, a page at a time, for
+        ``enrich.FullCache``: ``SCAN`` and pipelined reads (see ``connectors.redis.scan``)."""
+        from .scan import scan_dimension
+
+        return scan_dimension(self, page_rows)
 
     async def _run_commands(
         self,

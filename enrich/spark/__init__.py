@@ -48,6 +48,7 @@ from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup import types
 from ..lookup.cache import LookupCache
 from ..lookup.ddl import parse_type
+from ..lookup.full_cache import FullCache
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
@@ -63,6 +64,10 @@ from .metrics import (
     statistics as _statistics,
 )
 from .observed import metrics_field, observed, observed_statistics
+from .stream_metrics import (
+    StreamReadCounts as StreamReadCounts,
+    stream_statistics as stream_statistics,
+)
 
 __all__ = (
     "lookup_join",
@@ -125,13 +130,14 @@ def lookup_join(
     capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
-    cache: LookupCache | None = None,
+    cache: LookupCache | FullCache | None = None,
     on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
     prefix: str = "",
     error_column: str = "enrich_error",
     name: str | None = None,
     observe: bool | None = None,
+    shuffle: bool | int = False,
 ) -> DataFrame:
     """Join every row of ``df`` with the rows its key finds in ``source``.
 
@@ -158,7 +164,10 @@ def lookup_join(
             measured on Redis.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
-        cache: a per-process :class:`~enrich.LookupCache`, or None.
+        cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
+            :class:`~enrich.FullCache` (the whole dimension per executor process,
+            reloaded on a schedule; keys absent from it are misses, asked nothing), or
+            None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
@@ -173,6 +182,12 @@ def lookup_join(
         observe: carry the join's metrics through ``DataFrame.observe`` under
             ``enrich.<name>`` (see Metrics below); None (the default): on for a streaming
             ``df`` under Spark Connect, off otherwise (accumulators carry them).
+        shuffle: key affinity (Flink's ``LOOKUP('shuffle' = 'true')``): route the rows by
+            their key first (``df.repartition(n, *on)``), so that all rows of a key are
+            looked up by one task (and within a job by one executor). True: into
+            ``spark.sql.shuffle.partitions`` partitions; an int: into that many. It
+            costs a shuffle (see docs/spark.md for when it pays, and what "ordered"
+            means after it).
 
     Returns:
         ``df``'s columns followed by the schema's fields (named ``prefix + field``, with
@@ -212,6 +227,7 @@ def lookup_join(
     )
     positions = _key_positions(df.columns, settings.on, on)
     check_key_columns(df.schema, positions)
+    df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
     columns = tuple(prefix + f for f in source.schema.names)
     added = [*columns, error_column] if settings.with_error else list(columns)
     _check_collisions(df.columns, added)
@@ -241,6 +257,19 @@ def lookup_join(
     # The join's metrics go into each micro-batch's progress (enrich.spark.observed).
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
+
+
+def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:
+    """``df`` hash-partitioned by ``columns`` (``shuffle`` True: into
+    ``spark.sql.shuffle.partitions`` partitions; an int: into that many), or ``df``
+    itself when ``shuffle`` is False."""
+    if shuffle is False:
+        return df
+    if shuffle is True:
+        return df.repartition(*[df[c] for c in columns])
+    if isinstance(shuffle, bool) or not isinstance(shuffle, int) or shuffle < 1:
+        raise ValueError(f"shuffle must be True, False or a partition count >= 1, got {shuffle!r}")
+    return df.repartition(shuffle, *[df[c] for c in columns])
 
 
 def _join_name(name: str | None) -> str:

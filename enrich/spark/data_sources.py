@@ -16,7 +16,9 @@ def _version(text: str) -> tuple[int, int]:
 
 def register_data_sources(spark: Any) -> None:
     """Register the formats ``"redis-stream"`` (a replayable source) and ``"redis"``
-    (an idempotent or transactional sink) with ``spark``.
+    (an idempotent or transactional sink) with ``spark``. What the source's tasks count
+    (malformed, dropped, lost entries) adds up in this process:
+    :func:`enrich.spark.stream_statistics`.
 
     Raises:
         RuntimeError: pyspark is older than 4.0, which has no Python Data Source API for
@@ -28,7 +30,7 @@ def register_data_sources(spark: Any) -> None:
             f"this is pyspark {pyspark.__version__}"
         )
     from .redis_sink import RedisSinkDataSource
-    from .streams import RedisStreamDataSource
+    from .streams import counted_source
 
-    spark.dataSource.register(RedisStreamDataSource)
+    spark.dataSource.register(counted_source(spark))
     spark.dataSource.register(RedisSinkDataSource)

@@ -1,17 +1,26 @@
 """Stream entries to typed rows: the column rule of the ``redis-stream`` source.
 
 With a user schema, the output has exactly its columns: a column named ``stream_id``
-gets the entry id, every other column the entry field of the same name, converted to the
-column's type. A field that is missing, or whose value does not parse as the column's
-type, becomes null and is counted per column (:class:`EntryDecoder.counts`): one bad
-entry never fails a batch. Without a user schema the rows are
-``stream_id string, fields map<string,string>``.
+gets the entry id, the corrupt-record column (``columnNameOfCorruptRecord``, default
+``_corrupt_record``, a string) the whole entry of a malformed one as JSON text, every
+other column the entry field of the same name, converted to the column's type. Without a
+user schema the rows are ``stream_id string, fields map<string,string>`` and nothing is
+malformed.
+
+A missing field is null and not malformed (as a missing key is to Spark's JSON reader).
+A field whose value does not parse as its column's type makes the entry malformed, and
+``mode`` says what happens, as in Spark's readers: ``PERMISSIVE`` (default) keeps the row
+with that column null and the corrupt-record column set, ``DROPMALFORMED`` leaves the
+entry out, ``FAILFAST`` fails the task with an error naming the stream, entry id, field
+and value.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import enum
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -37,10 +46,54 @@ from pyspark.sql.types import (
 
 DEFAULT_SCHEMA = "stream_id string, fields map<string,string>"
 ID_COLUMN = "stream_id"
+CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default
+SHOWN = 64  # characters of a bad value shown in an error or a log line
 
 log = logging.getLogger("enrich.spark.streams")
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+class Mode(enum.Enum):
+    """What a malformed entry becomes (Spark readers' ``mode`` option)."""
+
+    PERMISSIVE = "PERMISSIVE"
+    DROPMALFORMED = "DROPMALFORMED"
+    FAILFAST = "FAILFAST"
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> Mode:
+        """The ``mode`` option, any case; a bad one names the allowed values."""
+        text = str(options.get("mode", cls.PERMISSIVE.value)).strip().upper()
+        try:
+            return cls(text)
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ValueError(
+                f"option mode must be one of {allowed} (any case), got {options['mode']!r}"
+            ) from None
+
+
+class MalformedEntry(ValueError):
+    """A field of a stream entry does not parse as its column's type (``FAILFAST``)."""
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def shown(raw: bytes) -> str:
+    """A field value for a message: its text, cut to :data:`SHOWN` characters."""
+    text = _text(raw)
+    return repr(text if len(text) <= SHOWN else text[:SHOWN] + "...")
+
+
+def entry_json(entry_id: bytes, fields: Mapping[bytes, bytes]) -> str:
+    """The whole entry as the corrupt-record column holds it:
+    ``{"stream_id":"<id>","fields":{"<name>":"<value>",...}}`` (compact, fields in the
+    entry's order; bytes that are not UTF-8 as ``\\xNN`` escapes)."""
+    body = {"stream_id": _text(entry_id), "fields": {_text(k): _text(v) for k, v in fields.items()}}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def _integer(bits: int) -> Callable[[bytes], int]:
@@ -98,39 +151,62 @@ def _converter(column: str, spark_type: DataType) -> Callable[[bytes], Any]:
 
 
 class EntryDecoder:
-    """Turns ``(entry_id, {field: value})`` pairs into rows of one schema.
+    """Turns ``(entry_id, {field: value})`` pairs of one stream into rows of one schema.
 
     Attributes:
         counts: per ``(column, "missing" | "unparseable")``, how many entries had that
-            column set to null; :meth:`log_counts` reports them.
+            column set to null (or, for unparseable, were dropped); :meth:`log_counts`
+            reports them.
+        malformed: entries with at least one unparseable field; ``dropped``: those left
+            out (``DROPMALFORMED``); ``entries``: every entry seen.
         examples: the first value per column that did not parse (for the log line).
     """
 
-    def __init__(self, schema: StructType) -> None:
+    def __init__(
+        self,
+        schema: StructType,
+        *,
+        mode: Mode = Mode.PERMISSIVE,
+        corrupt_column: str = CORRUPT_COLUMN,
+        stream: str = "",
+    ) -> None:
         self.schema = schema
+        self.mode = mode
+        self.stream = stream
         self.raw = _is_default(schema)
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.entries = self.malformed = self.dropped = 0
         self.examples: dict[str, bytes] = {}
         self._columns: list[tuple[str, bytes, Callable[[bytes], Any] | None]] = []
+        self._corrupt: int | None = None  # the corrupt-record column's position
         if self.raw:
             return
-        for field in schema.fields:
-            if field.name == ID_COLUMN:
+        for position, field in enumerate(schema.fields):
+            if field.name == ID_COLUMN or field.name == corrupt_column:
                 if not isinstance(field.dataType, StringType):
+                    role = "the entry id" if field.name == ID_COLUMN else "malformed entries"
                     raise ValueError(
-                        f"redis-stream: column {ID_COLUMN!r} holds the entry id and must be a "
+                        f"redis-stream: column {field.name!r} holds {role} and must be a "
                         f"string, got {field.dataType.simpleString()}"
                     )
+                if field.name == corrupt_column and field.name != ID_COLUMN:
+                    self._corrupt = position
                 self._columns.append((field.name, b"", None))
             else:
                 converter = _converter(field.name, field.dataType)
                 self._columns.append((field.name, field.name.encode(), converter))
 
-    def row(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> tuple[Any, ...]:
-        """One output row; never raises for a missing or bad field (null, counted)."""
+    def row(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> tuple[Any, ...] | None:
+        """One output row; None for a malformed entry in ``DROPMALFORMED`` mode.
+
+        Raises:
+            MalformedEntry: a field does not parse, in ``FAILFAST`` mode.
+        """
+        self.entries += 1
         if self.raw:
             return (entry_id.decode(), {k.decode(): v.decode() for k, v in fields.items()})
         values: list[Any] = []
+        bad = False
         for column, name, convert in self._columns:
             if convert is None:
                 values.append(entry_id.decode())
@@ -143,23 +219,45 @@ class EntryDecoder:
             try:
                 values.append(convert(raw))
             except (ValueError, KeyError, UnicodeDecodeError, ArithmeticError, OverflowError):
+                if self.mode is Mode.FAILFAST:
+                    raise MalformedEntry(
+                        f"redis-stream: malformed entry in stream {self.stream!r}, id "
+                        f"{entry_id.decode()}: field {column!r} value {shown(raw)} does not "
+                        f"parse as {self.schema[column].dataType.simpleString()} "
+                        f"(mode=FAILFAST; PERMISSIVE keeps the entry, DROPMALFORMED drops it)"
+                    ) from None
+                bad = True
                 self.counts[(column, "unparseable")] += 1
-                self.examples.setdefault(column, raw[:64])
+                self.examples.setdefault(column, raw[:SHOWN])
                 values.append(None)
+        if bad:
+            self.malformed += 1
+            if self.mode is Mode.DROPMALFORMED:
+                self.dropped += 1
+                return None
+        if self._corrupt is not None:
+            values[self._corrupt] = entry_json(entry_id, fields) if bad else None
         return tuple(values)
 
-    def log_counts(self, stream: str) -> None:
-        """One warning line if any column was set to null, naming columns and counts."""
+    def log_counts(self) -> None:
+        """One warning line if any column was set to null or any entry dropped."""
         if not self.counts:
             return
         parts = [f"{column} {kind} {n}" for (column, kind), n in sorted(self.counts.items())]
-        shown = ", ".join(f"{c}={v!r}" for c, v in self.examples.items())
+        shown_values = ", ".join(f"{c}={shown(v)}" for c, v in self.examples.items())
+        dropped = f"; {self.dropped} malformed entries dropped" if self.dropped else ""
         log.warning(
-            "redis-stream %r: fields set to null: %s%s",
-            stream,
+            "redis-stream %r: fields set to null: %s%s%s",
+            self.stream,
             "; ".join(parts),
-            f" (first unparseable values: {shown})" if shown else "",
+            dropped,
+            f" (first unparseable values: {shown_values})" if shown_values else "",
         )
+
+    def statistics(self) -> dict[str, int]:
+        """The counts an accumulator adds up (see :mod:`enrich.spark.stream_metrics`)."""
+        counts = {"entries": self.entries, "malformed": self.malformed, "dropped": self.dropped}
+        return {k: v for k, v in counts.items() if v}
 
 
 def _is_default(schema: StructType) -> bool:

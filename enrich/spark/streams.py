@@ -2,9 +2,10 @@
 
 Offsets are entry ids, one per stream: ``{"orders": "1718000000000-3"}`` means every
 entry up to and including that id has been planned. A micro-batch reads the entries in
-``(start, end]`` with ``XRANGE``, so a replayed batch reads exactly the same entries
-(entries are never trimmed by this source; trimming a stream below an offset a query has
-not committed loses those entries). Needs Redis 6.2+ (exclusive ``XRANGE`` bounds).
+``(start, end]`` with ``XRANGE``, so a replayed batch reads exactly the same entries.
+The source never trims a stream; entries after a committed offset that were trimmed or
+deleted fail the query (``failOnDataLoss``, see :mod:`enrich.spark.stream_loss`). Needs
+Redis 6.2+ (exclusive ``XRANGE`` bounds); 7.0+ detects every loss exactly.
 
 Options:
     url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
@@ -13,6 +14,11 @@ Options:
         first starts), or an entry id (the entries after it, as ``XREAD`` does).
     maxEntriesPerTrigger: the most entries per micro-batch, split evenly among the
         streams (default: no limit). ``Trigger.AvailableNow`` honours it too.
+    failOnDataLoss: ``true`` (default) or ``false``: skip lost entries, log and count them.
+    mode: ``PERMISSIVE`` (default), ``DROPMALFORMED`` or ``FAILFAST``, for entries with a
+        field that does not parse (:mod:`enrich.spark.stream_fields`).
+    columnNameOfCorruptRecord: the column that gets a malformed entry as JSON text, when
+        the schema names it (default ``_corrupt_record``).
 
 Schema: see :mod:`enrich.spark.stream_fields`. ``spark.read.format("redis-stream")``
 reads everything from the starting position to the last entry at planning time.
@@ -20,6 +26,7 @@ reads everything from the starting position to the last entry at planning time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +40,19 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from . import redis_options
-from .stream_fields import DEFAULT_SCHEMA, EntryDecoder
+from .stream_fields import CORRUPT_COLUMN, DEFAULT_SCHEMA, EntryDecoder, Mode
+from .stream_loss import (
+    FROM_KEY,
+    NOTHING,
+    RESERVED,
+    RESET_KEY,
+    fail_on_data_loss,
+    loss_counts,
+    parse_id,
+)
+from .stream_metrics import counter_for
+from .stream_offsets import Offsets, text
+from .stream_read import RedisStreamPartition, read_partition, stream_partitions
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -47,25 +66,9 @@ except ImportError:  # pragma: no cover - older pyspark: every read is unlimited
     ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
     SupportsTriggerAvailableNow = object  # type: ignore[assignment,misc]
 
+__all__ = ("FORMAT", "NOTHING", "RedisStreamDataSource", "StreamSettings", "parse_id")
+
 FORMAT = "redis-stream"
-NOTHING = "0-0"  # an offset before every entry
-PAGE = 1000  # entries per XRANGE call while reading a partition
-
-
-def parse_id(text: str) -> tuple[int, int]:
-    """An entry id as ``(milliseconds, sequence)``; ``ValueError`` names a bad one."""
-    ms, _, seq = text.partition("-")
-    try:
-        parsed = (int(ms), int(seq or 0))
-    except ValueError:
-        parsed = (-1, -1)
-    if parsed[0] < 0 or parsed[1] < 0:
-        raise ValueError(f"not a Redis stream entry id: {text!r} (expected '<ms>-<seq>')")
-    return parsed
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,24 @@ class StreamSettings:
     streams: tuple[str, ...]
     start: str  # "earliest", "latest" or a normalised entry id
     max_entries: int | None
+    fail_on_data_loss: bool = True
+    mode: Mode = Mode.PERMISSIVE
+    corrupt_column: str = CORRUPT_COLUMN
+    partitions: int = 1  # per stream and micro-batch
 
     @classmethod
-    def of(cls, options: Mapping[str, str]) -> StreamSettings:
+    def of(cls, options: Mapping[str, str], parallelism: int | None = None) -> StreamSettings:
+        """The settings of ``options``; ``parallelism`` (the session's default parallelism,
+        else this machine's CPUs) gives ``partitionsPerStream`` its default."""
         url = redis_options.required(options, "url", FORMAT)
         redis_options.endpoint(url)  # validates; errors mask the password
         names = redis_options.required(options, "stream", FORMAT)
         streams = tuple(dict.fromkeys(s.strip() for s in names.split(",") if s.strip()))
         if not streams:
             raise ValueError(f"option stream names no stream: {names!r}")
+        for reserved in RESERVED:
+            if reserved in streams:
+                raise ValueError(f"option stream: {reserved!r} is reserved for the offsets")
         start = str(options.get("startingPosition", "earliest")).strip()
         if start.lower() in ("earliest", "latest"):
             start = start.lower()
@@ -98,89 +110,50 @@ class StreamSettings:
                 ) from None
             start = f"{ms}-{seq}"
         max_entries = redis_options.positive_int(options, "maxEntriesPerTrigger", None)
-        return cls(url, streams, start, max_entries)
+        corrupt = str(options.get("columnNameOfCorruptRecord", CORRUPT_COLUMN)).strip()
+        if not corrupt:
+            raise ValueError("option columnNameOfCorruptRecord must name a column")
+        slots = parallelism or os.cpu_count() or 1
+        default_parts = max(1, -(-slots // len(streams)))
+        parts = redis_options.positive_int(options, "partitionsPerStream", default_parts)
+        assert parts is not None
+        return cls(
+            url,
+            streams,
+            start,
+            max_entries,
+            fail_on_data_loss(options),
+            Mode.of(options),
+            corrupt,
+            parts,
+        )
+
+    def is_initial(self, offset: str) -> bool:
+        """``offset`` is the explicit starting position, nothing read past it yet."""
+        return self.start not in ("earliest", "latest") and offset == self.start
+
+    def decoder(self, schema: StructType, stream: str = "") -> EntryDecoder:
+        return EntryDecoder(
+            schema, mode=self.mode, corrupt_column=self.corrupt_column, stream=stream
+        )
 
     def __repr__(self) -> str:
         return (
             f"StreamSettings(url={redis_options.masked(self.url)!r}, streams={self.streams!r}, "
-            f"start={self.start!r}, max_entries={self.max_entries!r})"
+            f"start={self.start!r}, max_entries={self.max_entries!r}, "
+            f"fail_on_data_loss={self.fail_on_data_loss!r}, mode={self.mode.value!r}, "
+            f"corrupt_column={self.corrupt_column!r}, partitions={self.partitions!r})"
         )
-
-
-class RedisStreamPartition(InputPartition):
-    """The entries of one stream in ``(after, until]``."""
-
-    def __init__(self, stream: str, after: str, until: str) -> None:
-        super().__init__((stream, after, until))
-        self.stream, self.after, self.until = stream, after, until
-
-
-class _Offsets:
-    """Offset arithmetic against the server (driver side)."""
-
-    def __init__(self, settings: StreamSettings) -> None:
-        self.settings = settings
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = redis_options.connect(self.settings.url)
-        return self._client
-
-    def last_id(self, stream: str) -> str:
-        newest = self.client.xrevrange(stream, "+", "-", count=1)
-        return _text(newest[0][0]) if newest else NOTHING
-
-    def initial(self) -> dict[str, str]:
-        if self.settings.start == "latest":
-            return {s: self.last_id(s) for s in self.settings.streams}
-        start = NOTHING if self.settings.start == "earliest" else self.settings.start
-        return dict.fromkeys(self.settings.streams, start)
-
-    def advance(self, stream: str, start: str, upper: str | None, budget: int | None) -> str:
-        """The id ``budget`` entries after ``start`` (all of them without a budget),
-        never beyond ``upper``; ``start`` itself when nothing is there."""
-        high = "+" if upper is None else upper
-        if budget is None:
-            newest = self.client.xrevrange(stream, high, "-", count=1)
-            end = _text(newest[0][0]) if newest else start
-        else:
-            page = self.client.xrange(stream, f"({start}", high, count=budget)
-            end = _text(page[-1][0]) if page else start
-        return end if parse_id(end) > parse_id(start) else start
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-
-def read_partition(url: str, schema: StructType, partition: RedisStreamPartition) -> Iterator[Any]:
-    """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
-    decoder = EntryDecoder(schema)
-    client: Any = redis_options.connect(url)
-    try:
-        after = partition.after
-        while True:
-            page = client.xrange(partition.stream, f"({after}", partition.until, count=PAGE)
-            for entry_id, fields in page:
-                yield decoder.row(entry_id, fields)
-            if len(page) < PAGE:
-                break
-            after = _text(page[-1][0])
-    finally:
-        client.close()
-        decoder.log_counts(partition.stream)
 
 
 class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over one or more streams; see the module docstring."""
 
-    def __init__(self, settings: StreamSettings, schema: StructType) -> None:
+    def __init__(self, settings: StreamSettings, schema: StructType, counter: Any = None) -> None:
         self.settings = settings
         self.schema = schema
-        self._offsets = _Offsets(settings)
+        self.counter = counter
+        self._offsets = Offsets(settings)
         self._target: dict[str, str] | None = None
 
     def initialOffset(self) -> dict[str, str]:
@@ -196,32 +169,38 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {s: self._offsets.last_id(s) for s in self.settings.streams}
 
     def latestOffset(
-        self, start: dict[str, str] | None = None, limit: Any = None
-    ) -> dict[str, str]:
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
         start = start or self._offsets.initial()
         budget = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             budget = max(1, limit.max_rows // len(self.settings.streams))
-        end: dict[str, str] = {}
-        for stream in self.settings.streams:
-            # A stream added to the option since the checkpoint starts at the beginning.
-            begin = start.get(stream, NOTHING)
-            upper = None if self._target is None else self._target[stream]
-            end[stream] = self._offsets.advance(stream, begin, upper, budget)
-        return end
+        return self._offsets.latest(start, self._target, budget)
 
-    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-        return [
-            RedisStreamPartition(s, start.get(s, NOTHING), end[s])
-            for s in self.settings.streams
-            if parse_id(end[s]) > parse_id(start.get(s, NOTHING))
-        ]
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        reported = loss_counts(end)
+        resets = end.get(RESET_KEY) or []
+        firsts = end.get(FROM_KEY) or {}
+        parts: list[InputPartition] = []
+        for s in self.settings.streams:
+            after = NOTHING if s in resets else str(start.get(s, NOTHING))
+            parts += stream_partitions(
+                s,
+                after,
+                end[s],
+                self.settings.partitions,
+                firsts.get(s) if after == NOTHING else None,
+                committed=after,
+                reported=reported.get(s, {}).get("mark"),
+                initial=self.settings.is_initial(after),
+            )
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RedisStreamPartition)
-        return read_partition(self.settings.url, self.schema, partition)
+        return read_partition(self.settings, self.schema, partition, self.counter)
 
-    def commit(self, end: dict[str, str]) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the stream keeps its entries (trim them yourself, behind the
         offsets every query has committed)."""
 
@@ -230,37 +209,50 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class RedisStreamBatchReader(DataSourceReader):
-    """A batch read from the starting position to the last entry at planning time."""
+    """A batch read from the starting position to the last entry at planning time (what
+    is present in between; ``failOnDataLoss`` concerns streaming queries)."""
 
-    def __init__(self, settings: StreamSettings, schema: StructType) -> None:
+    def __init__(self, settings: StreamSettings, schema: StructType, counter: Any = None) -> None:
         self.settings = settings
         self.schema = schema
+        self.counter = counter
 
     def partitions(self) -> Sequence[InputPartition]:
-        offsets = _Offsets(self.settings)
+        offsets = Offsets(self.settings)
         try:
             start = offsets.initial() if self.settings.start != "latest" else {}
-            parts = []
+            parts: list[InputPartition] = []
             for stream in self.settings.streams:
                 after = start.get(stream) or offsets.last_id(stream)
                 until = offsets.last_id(stream)
-                if parse_id(until) > parse_id(after):
-                    parts.append(RedisStreamPartition(stream, after, until))
+                first = offsets.client.xrange(stream, f"({after}", "+", count=1)
+                parts += stream_partitions(
+                    stream,
+                    after,
+                    until,
+                    self.settings.partitions,
+                    text(first[0][0]) if first and after == NOTHING else None,
+                )
             return parts
         finally:
             offsets.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RedisStreamPartition)
-        return read_partition(self.settings.url, self.schema, partition)
+        return read_partition(self.settings, self.schema, partition, self.counter)
 
 
 class RedisStreamDataSource(DataSource):
     """``spark.readStream.format("redis-stream")`` and ``spark.read.format(...)``."""
 
+    # In the class :func:`counted_source` makes: a Spark accumulator, and the session's
+    # default parallelism (the default of ``partitionsPerStream``).
+    counter: Any = None
+    parallelism: int | None = None
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.settings = StreamSettings.of(options)
+        self.settings = StreamSettings.of(options, type(self).parallelism)
 
     @classmethod
     def name(cls) -> str:
@@ -270,9 +262,32 @@ class RedisStreamDataSource(DataSource):
         return DEFAULT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        EntryDecoder(schema)  # a column type no field can hold fails here, on the driver
-        return RedisStreamBatchReader(self.settings, schema)
+        self.settings.decoder(schema)  # a column no field can hold fails here, on the driver
+        return RedisStreamBatchReader(self.settings, schema, type(self).counter)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        EntryDecoder(schema)
-        return RedisStreamReader(self.settings, schema)
+        self.settings.decoder(schema)
+        return RedisStreamReader(self.settings, schema, type(self).counter)
+
+
+def counted_source(spark: Any) -> type[RedisStreamDataSource]:
+    """The source class to register with ``spark``: its tasks add what they count to an
+    accumulator of this driver process (:func:`enrich.spark.stream_statistics`), and
+    ``partitionsPerStream`` defaults to the session's default parallelism.
+
+    The class is made here, not imported, so that Spark pickles it with its accumulator.
+    """
+    counter = counter_for(spark)
+    try:
+        parallelism: int | None = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: the conf, if set
+        parallelism = int(spark.conf.get("spark.default.parallelism", "0")) or None
+    return type(
+        "RedisStreamDataSource",
+        (RedisStreamDataSource,),
+        {
+            "counter": counter,
+            "parallelism": parallelism,
+            "__qualname__": "counted_source.<locals>.RedisStreamDataSource",
+        },
+    )
