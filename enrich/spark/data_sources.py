@@ -6,7 +6,9 @@ from typing import Any
 
 import pyspark
 
-NEEDED = (4, 0)
+# The Python Data Source API is 4.0+; the sink writes Arrow batches
+# (DataSourceStreamArrowWriter), which pyspark has since 4.1.
+NEEDED = (4, 1)
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -21,13 +23,13 @@ def register_data_sources(spark: Any) -> None:
     :func:`enrich.spark.stream_statistics`.
 
     Raises:
-        RuntimeError: pyspark is older than 4.0, which has no Python Data Source API for
-            streaming.
+        RuntimeError: pyspark is older than 4.1: 3.5 has no Python Data Source API, 4.0
+            no Arrow stream writer (the sink's).
     """
     if _version(pyspark.__version__) < NEEDED:
         raise RuntimeError(
-            f"the Redis data sources need Spark 4.0 or newer (Python Data Source API); "
-            f"this is pyspark {pyspark.__version__}"
+            f"the Redis data sources need Spark 4.1 or newer (Python Data Source API, "
+            f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
     from .redis_sink import RedisSinkDataSource
     from .streams import counted_source

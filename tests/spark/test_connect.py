@@ -30,18 +30,22 @@ pytestmark = [
     pytest.mark.timeout(300),
     requires_spark(4, 0, "Python data sources and client-side listeners under Spark Connect"),
 ]
-pytest.importorskip("grpc", reason="Spark Connect needs pyspark's connect extra")
+pytest.importorskip("grpc", reason="Spark Connect needs the connect extra (in dev)")
 
-# pyspark switches the whole process to Spark Connect when a remote session starts.
+# pyspark may switch the whole process to Spark Connect when a remote session starts.
 _MODE = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 @pytest.fixture(scope="module")
 def connect() -> Iterator[SparkSession]:
     """A Spark Connect session on a local server of its own (start-up ~15-60 s)."""
+    # Connect's own builder: pyspark's SparkSession.builder refuses a remote session
+    # beside the classic one the other Spark tests share (SESSION_ALREADY_EXIST).
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
     saved = {name: os.environ.get(name) for name in _MODE}
     with connect_server(spark_env()) as url:
-        session = SparkSession.builder.remote(url).getOrCreate()
+        session = RemoteSession.builder.remote(url).getOrCreate()
         try:
             yield session
         finally:

@@ -19,7 +19,7 @@ from tests.support.spark_version import requires_spark
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.timeout(240),
-    requires_spark(4, 0, "the Redis data sources use the Python Data Source API"),
+    requires_spark(4, 1, "the Redis data sources: Python Data Source API, Arrow stream writer"),
 ]
 
 SCHEMA = "stream_id string, order_id long, user_id long, amount double"

@@ -15,9 +15,9 @@ from tests.support.spark_version import spark_version
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
 
-@pytest.mark.skipif(spark_version() >= (4, 0), reason="pyspark >= 4.0 has the Data Source API")
+@pytest.mark.skipif(spark_version() >= (4, 1), reason="pyspark >= 4.1 runs the data sources")
 def test_the_data_sources_name_the_spark_they_need(spark: SparkSession) -> None:
-    with pytest.raises(RuntimeError, match=r"need Spark 4\.0 or newer \(Python Data Source API\)"):
+    with pytest.raises(RuntimeError, match=r"need Spark 4\.1 or newer \(Python Data Source API"):
         register_data_sources(spark)
 
 
