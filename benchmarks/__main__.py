@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline", "sink_commit")
+SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline", "sink", "sink_commit")
 
 
 def main(argv: list[str]) -> None:
