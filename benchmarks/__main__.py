@@ -1,4 +1,4 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|cache|rss ...]``
+"""Run benchmarks: ``python -m benchmarks [SUITE ...]`` with suites from :data:`SUITES`
 (default: operator)."""
 
 from __future__ import annotations
@@ -6,7 +6,21 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "cache", "rss", "pipeline", "sink", "sink_commit")
+SUITES = (
+    "operator",
+    "lookup",
+    "tail",
+    "spark",
+    "cache",
+    "rss",
+    "pipeline",
+    "stream_source",
+    "sink",
+    "sink_commit",
+    "affinity",
+    "sql_join",
+    "full_cache",
+)
 
 
 def main(argv: list[str]) -> None:

@@ -105,7 +105,7 @@ def orders(spark: Any, kind: str, seed: int) -> Any:
 def spark_section(spark: Any, url: str) -> tuple[str, dict[str, float]]:
     from pyspark.sql.types import StructType
 
-    from enrich.spark import lookup_join
+    from enrich.spark import lookup_join, statistics
 
     source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
     rows_out: list[list[Any]] = []
@@ -126,6 +126,7 @@ def spark_section(spark: Any, url: str) -> tuple[str, dict[str, float]]:
         sink(paths["cache"], ROWS)  # untimed: fills each worker's cache
         sink(paths["no cache"], ROWS)  # untimed: each worker's pool opened
         sink(paths["in-memory take"], ROWS)  # untimed: each worker's table built
+        warm = statistics(f"c_{kind}")
         rates = dict.fromkeys(paths, 0.0)
         for round_ in range(REPEAT):
             for label, frame in paths.items():
@@ -133,13 +134,16 @@ def spark_section(spark: Any, url: str) -> tuple[str, dict[str, float]]:
                 rates[label] = max(rates[label], rate)
                 print(f"  {kind}, round {round_ + 1}, {label}: {rate:,.0f} rows/s")
         df.unpersist()
+        timed = statistics(f"c_{kind}")
+        hits = timed.cache_hits - warm.cache_hits
+        hit_ratio = hits / max(1, hits + timed.cache_misses - warm.cache_misses)
         p, n, c = rates["passthrough"], rates["no cache"], rates["cache"]
         t = rates["in-memory take"]
-        rows_out.append([kind, p, t, n, c, c / n, n / p, c / p, t / p, c / t])
+        rows_out.append([kind, p, t, n, c, f"{hit_ratio:.3f}", c / n, n / p, c / p, t / p, c / t])
         ratios[kind + " cache/no cache"] = c / n
         ratios[kind + " cache/passthrough"] = c / p
         ratios[kind + " take/passthrough"] = t / p
-    headers = ["keys", "passthrough", "in-memory take", "no cache", "cache (warm)"]
+    headers = ["keys", "passthrough", "in-memory take", "no cache", "cache (warm)", "hit ratio"]
     headers += ["cache / no cache", "no cache / pass", "cache / pass", "take / pass"]
     headers += ["cache / take"]
     return table(headers, rows_out), ratios

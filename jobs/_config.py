@@ -19,6 +19,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
          retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
       - {store: credit, on: user_id, on_error: dead_letter}
     lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
+    lookup_joins: {users_join: {store: users, on: user_id, input: input}}
+                                  # SQL table functions: SELECT * FROM users_join(TABLE(input))
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
     sink: {format: console}       # console | files | memory | noop | redis | any format
     checkpoint: /data/checkpoints/orders
@@ -62,6 +64,8 @@ _JOIN_KEYS = {
     "shuffle",
 }
 _LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
+# SQL table functions (jobs/sql_job.py): `name(TABLE(view))` joins the view's rows.
+_LOOKUP_JOIN_KEYS = (_JOIN_KEYS - {"mode", "name", "shuffle"}) | {"input"}
 _SECTIONS = {
     "stores": ("stores", "sources"),
     "source": ("source", "input"),
@@ -75,6 +79,7 @@ _TOP_KEYS = {
     "input",
     "joins",
     "lookups",
+    "lookup_joins",
     "dead_letter",
     "sink",
     "output",
@@ -82,6 +87,19 @@ _TOP_KEYS = {
     "trigger",
     "max_error_ratio",
 }
+# the units of a processing-time trigger, as Spark's interval parser reads them (any
+# case, singular too)
+_UNITS = (
+    "microseconds",
+    "milliseconds",
+    "seconds",
+    "minutes",
+    "hours",
+    "days",
+    "weeks",
+    "months",
+    "years",
+)
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
 
@@ -93,6 +111,7 @@ class JobConfig:
     source: Endpoint | None = None
     joins: list[dict[str, Any]] = field(default_factory=list)
     lookups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lookup_joins: dict[str, dict[str, Any]] = field(default_factory=dict)
     sink: Endpoint | None = None
     dead_letter: Endpoint | None = None
     checkpoint: str | None = None
@@ -145,6 +164,10 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         str(name): settings(spec, f"lookups.{name}", stores, _LOOKUP_KEYS, False)
         for name, spec in _section(raw, "lookups", dict, required=False).items()
     }
+    lookup_joins = {
+        str(name): settings(spec, f"lookup_joins.{name}", stores, _LOOKUP_JOIN_KEYS, False)
+        for name, spec in _section(raw, "lookup_joins", dict, required=False).items()
+    }
     source_spec = _section(raw, "source", dict, required=False)
     sink_spec = _section(raw, "sink", dict, required=False)
     config = JobConfig(
@@ -152,12 +175,13 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         source=source_endpoint(source_spec, "source") if source_spec else None,
         joins=joins,
         lookups=lookups,
+        lookup_joins=lookup_joins,
         sink=sink(sink_spec, "sink") if sink_spec else None,
         dead_letter=sink(dead_letter, DEAD_LETTER) if dead_letter is not None else None,
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
-        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
+        check_keys={str(n): _check_key(spec, f"stores.{n}") for n, spec in store_specs.items()},
         max_error_ratio=_ratio(raw.get("max_error_ratio")),
     )
     return replace(config, warnings=tuple(_endpoint_warnings(config)))
@@ -179,6 +203,12 @@ def _endpoint_warnings(config: JobConfig) -> list[str]:
         warnings += check_sink(config.sink, "sink", streaming=streaming)
     if config.dead_letter is not None:
         warnings += check_sink(config.dead_letter, DEAD_LETTER, streaming=False)
+        for where, spec in (("sink", config.sink), (DEAD_LETTER, config.dead_letter)):
+            if spec is not None and spec.kind == "memory":
+                raise ConfigError(
+                    f"{where}: a memory sink cannot be used with a dead_letter (use files, "
+                    f"console or a format with a batch writer)"
+                )
     return warnings
 
 
@@ -243,7 +273,7 @@ def settings(
             f"(known: {sorted(allowed)})"
         )
     name = out.pop("store", None)
-    if name not in stores:
+    if not isinstance(name, str) or name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
     out["source"] = stores[name]
     if dead_letter:
@@ -279,7 +309,9 @@ def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
 
 def _check(join: dict[str, Any]) -> None:
     """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle")}
+    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle", "input")}
+    if not isinstance(join.get("input", "input"), str):
+        raise ValueError(f"input must be the name of a view, got {join['input']!r}")
     shuffle = join.get("shuffle", False)
     if not (isinstance(shuffle, int) and (isinstance(shuffle, bool) or shuffle >= 1)):
         raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")
@@ -340,8 +372,28 @@ def _trigger(value: Any) -> str | None:
         return value
     parts = value.split()
     if len(parts) == 2 and _is_number(parts[0]):
-        return value
+        unit = parts[1].lower()
+        if unit in _UNITS or unit + "s" in _UNITS:
+            return value
+        raise ConfigError(
+            f"trigger {value!r}: Spark knows no unit {parts[1]!r}"
+            f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
+        )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _check_key(spec: dict[str, Any], where: str) -> Any:
+    """A store's ``check_key``: a scalar, or a list for a composite key (a tuple)."""
+    key = spec.get("check_key", 0)
+    if isinstance(key, list):
+        key = tuple(key)
+    parts = key if isinstance(key, tuple) else (key,)
+    if not parts or not all(isinstance(p, (str, int, float, bytes)) for p in parts):
+        raise ConfigError(
+            f"{where}.check_key must be a key (a string or a number, or a list of them for "
+            f"a composite key), got {spec.get('check_key')!r}"
+        )
+    return key
 
 
 def _ratio(value: Any) -> float | None:

@@ -40,7 +40,6 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "failOnDataLoss",
         "mode",
         "columnNameOfCorruptRecord",
-        "numPartitions",
         "partitionsPerStream",
     ),
     ("sink", "redis"): (
@@ -59,6 +58,29 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sink", "console"): ("numRows", "truncate"),
     ("sink", "noop"): (),
 }
+# Formats Spark (and common packages) know, for a "did you mean" on a misspelt one; a
+# format not listed is not an error: any data source on the classpath may be named.
+FORMATS = (
+    "rate",
+    "socket",
+    "console",
+    "memory",
+    "noop",
+    "parquet",
+    "json",
+    "csv",
+    "orc",
+    "text",
+    "avro",
+    "xml",
+    "binaryFile",
+    "kafka",
+    "delta",
+    "iceberg",
+    "jdbc",
+    "redis",
+    "redis-stream",
+)
 OUTPUT_MODES = ("append", "complete", "update")  # a stream's writeStream.outputMode
 SAVE_MODES = ("append", "overwrite", "ignore", "error", "errorifexists")  # write.mode
 # Spark SQL types our DDL parser leaves to Spark (no dimension store has them).
@@ -130,6 +152,11 @@ def _check_mode(spec: Endpoint, where: str, streaming: bool | None) -> None:
 def _check_options(spec: Endpoint, where: str, role: str) -> list[str]:
     known = KNOWN_OPTIONS.get((role, spec.format))
     if known is None:
+        lowered = {f.lower() for f in FORMATS}
+        hint = did_you_mean(spec.format, FORMATS)
+        if spec.format.lower() not in lowered and hint:
+            field = "file_format" if spec.kind == "files" else "format"
+            return [f"{where}.{field}: Spark may know no format {spec.format!r}{hint}"]
         return []
     canonical = {name.lower(): name for name in known}
     warnings = []
@@ -159,6 +186,8 @@ def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> No
             SinkSettings.of(options)
     except ValueError as exc:
         raise ConfigError(f"{where}.options: {exc}") from None
+    except ImportError:  # no pyspark here, or one without Python data sources: the run
+        pass  # will say so; the options are read there
 
 
 def misplaced(spec: Mapping[str, Any], unknown: list[str], role: str) -> str:

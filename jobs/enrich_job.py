@@ -52,7 +52,10 @@ def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[st
             reasons.append(
                 when(col(column).isNotNull(), concat(lit(f"{settings['name']}: "), col(column)))
             )
-        df = lookup_join(df, settings.pop("source"), **settings)
+        try:
+            df = lookup_join(df, settings.pop("source"), **settings)
+        except ValueError as exc:  # a key column missing or of the wrong type, a clash
+            raise ConfigError(f"joins[{i}]: {exc}") from None
     if config.dead_letter is not None:
         private = [f"_enrich_error_{i}" for i in range(len(config.joins))]
         reason = coalesce(*reasons) if reasons else lit(None).cast("string")
@@ -80,7 +83,7 @@ def run(spark: Any, config: _config.JobConfig, duration: float | None = None) ->
     df, names = enrich(spark, config, _streams.read(spark, config.source))
     if not df.isStreaming:
         _streams.write_all(df, config)
-        summary(names, config)
+        summary(names, _policies(names, config.joins))
         return None
     listener = EnrichMetricsListener()
     spark.streams.addListener(listener)
@@ -94,7 +97,7 @@ def run(spark: Any, config: _config.JobConfig, duration: float | None = None) ->
         if last is not None:
             listener.wait_for(str(query.id), int(last["batchId"]), timeout=10.0)
         spark.streams.removeListener(listener)
-    summary(names, config)
+    summary(names, _policies(names, config.joins))
     return query
 
 
@@ -111,19 +114,21 @@ def totals(names: list[str]) -> dict[str, Any]:
     return out
 
 
-def summary(names: list[str], config: _config.JobConfig) -> None:
+def _policies(names: list[str], joins: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        name: str(join.get("on_error", "fail")) for name, join in zip(names, joins, strict=True)
+    }
+
+
+def summary(names: list[str], policies: dict[str, str]) -> None:
     """A line per join, then a warning if rows failed their lookups (each join's
-    ``on_error`` named as the config wrote it)."""
+    ``on_error`` named as the config wrote it: ``policies``)."""
     numbers = totals(names)
     for name in names:
         if name in numbers:
             log.info("%s: %s", name, numbers[name].summary())
         else:
             log.info("%s: no metrics (Spark Connect has no accumulators)", name)
-    policies = {
-        name: str(join.get("on_error", "fail"))
-        for name, join in zip(names, config.joins, strict=True)
-    }
     failed = _outcome.failed_rows(numbers, policies)
     if failed is not None:
         log.warning("%s", failed)

@@ -290,7 +290,9 @@ def java_missing() -> bool:
 @pytest.mark.skipif(java_missing(), reason="the Spark part needs Java")
 def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> None:
     command = enrich_command("demo", "--duration", "20", "--records", "2000")
-    with Watched(command, no_redis_env(tmp_path)) as watched:
+    env = no_redis_env(tmp_path)
+    env["TMPDIR"] = str(tmp_path)  # to see what the demo leaves in its temporary folder
+    with Watched(command, env) as watched:
         code = watched.finish(timeout=360)
     out = watched.output()
     assert code == 0, out[-4000:]
@@ -304,6 +306,8 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
     assert embedded is not None and any(embedded in c for c in watched.seen.values()), watched.seen
     assert any("java" in c for c in watched.seen.values()), watched.seen
     assert wait_gone(watched.seen) == {}
+    assert "its own output goes to" in out
+    assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end
 
 
 @pytest.mark.spark
@@ -313,6 +317,7 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
 def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     command = enrich_command("demo", "--duration", "600", "--records", "1000")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env["TMPDIR"] = str(tmp_path)
     with Watched(command, env) as watched:
         # Once a micro-batch has committed rows, press Ctrl-C (SIGINT to the process
         # group, as a terminal does).
@@ -325,3 +330,4 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     assert re.search(r"^\s+hit\s+\{'order_id'", out, re.M), out[-3000:]
     assert "Traceback" not in out, out[max(0, out.find("Traceback") - 1000) :][:5000]
     assert still_running(watched.seen) == {} or wait_gone(watched.seen) == {}
+    assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end

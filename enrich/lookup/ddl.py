@@ -16,7 +16,16 @@ import re
 from typing import Any, NoReturn
 
 from .._errors import SchemaError
-from .types import ArrayType, AtomicType, DataType, DecimalType, Field, MapType, StructType
+from .types import (
+    ArrayType,
+    AtomicType,
+    DataType,
+    DecimalType,
+    Field,
+    MapType,
+    StructType,
+    read_ddl_with,
+)
 
 __all__ = ("parse_type", "parse_fields", "SUPPORTED")
 
@@ -258,3 +267,6 @@ class _Parser:
             raise SchemaError(
                 f"cannot parse {self.text!r}: {where}{exc} (at position {start})"
             ) from None
+
+
+read_ddl_with(parse_type)  # Field("p", "int") reads its type with this parser

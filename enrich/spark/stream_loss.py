@@ -44,7 +44,8 @@ from typing import Any
 NOTHING = "0-0"
 LOSS_KEY = "@dataLoss"  # in offsets: cumulative counts per stream
 RESET_KEY = "@reset"  # in an end offset: streams read from 0-0 again (recreated)
-RESERVED = (LOSS_KEY, RESET_KEY)
+FROM_KEY = "@from"  # in an end offset: where a stream read from 0-0 begins (for splits)
+RESERVED = (LOSS_KEY, RESET_KEY, FROM_KEY)
 
 log = logging.getLogger("enrich.spark.streams")
 

@@ -3,7 +3,11 @@
 An offset is ``{stream: last planned entry id, ...}``, plus, once a loss was skipped
 (``failOnDataLoss=false``), ``"@dataLoss": {stream: {"count": n, "mark": id}}`` with the
 cumulative count per stream, and in the one batch that rereads a recreated stream from
-its start, ``"@reset": [stream, ...]`` (see :mod:`enrich.spark.stream_loss`).
+its start, ``"@reset": [stream, ...]`` (see :mod:`enrich.spark.stream_loss`). A batch
+that reads a stream from ``0-0`` records its first entry in ``"@from": {stream: id}``, so
+that its split into partitions is planned from the offsets alone
+(:mod:`enrich.spark.stream_read`). When nothing is new, the start offset is returned
+as it is: Spark then plans no batch.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import redis_options
 from .stream_loss import (
+    FROM_KEY,
     LOSS_KEY,
     NOTHING,
     RESET_KEY,
@@ -80,8 +85,10 @@ class Offsets:
         """The next batch's end offset from ``start``; a loss found on the way fails
         (``failOnDataLoss``) or is counted in the offset."""
         counts = loss_counts(start)
+        before = repr(counts)
         end: dict[str, Any] = {}
         resets: list[str] = []
+        starts: dict[str, str] = {}
         for stream in self.settings.streams:
             # A stream added to the option since the checkpoint starts at the beginning.
             begin = str(start.get(stream, NOTHING))
@@ -103,10 +110,18 @@ class Offsets:
                     resets.append(stream)
             upper = None if target is None else target.get(stream)
             end[stream] = self.advance(stream, begin, upper, budget)
+            if begin == NOTHING and end[stream] != NOTHING:
+                first = self.client.xrange(stream, "-", end[stream], count=1)
+                starts[stream] = text(first[0][0]) if first else end[stream]
+        moved = any(end[s] != str(start.get(s, NOTHING)) for s in self.settings.streams)
+        if not moved and not resets and repr(counts) == before:
+            return dict(start)
         if counts:
             end[LOSS_KEY] = counts
         if resets:
             end[RESET_KEY] = resets
+        if starts:
+            end[FROM_KEY] = starts
         return end
 
     def close(self) -> None:

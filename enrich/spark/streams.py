@@ -26,7 +26,7 @@ reads everything from the starting position to the last entry at planning time.
 
 from __future__ import annotations
 
-import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,18 +42,17 @@ from pyspark.sql.types import StructType
 from . import redis_options
 from .stream_fields import CORRUPT_COLUMN, DEFAULT_SCHEMA, EntryDecoder, Mode
 from .stream_loss import (
+    FROM_KEY,
     NOTHING,
     RESERVED,
     RESET_KEY,
-    StreamDataLoss,
-    detect_loss,
     fail_on_data_loss,
     loss_counts,
     parse_id,
-    stream_info,
 )
 from .stream_metrics import counter_for
 from .stream_offsets import Offsets, text
+from .stream_read import RedisStreamPartition, read_partition, stream_partitions
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -70,9 +69,6 @@ except ImportError:  # pragma: no cover - older pyspark: every read is unlimited
 __all__ = ("FORMAT", "NOTHING", "RedisStreamDataSource", "StreamSettings", "parse_id")
 
 FORMAT = "redis-stream"
-PAGE = 1000  # entries per XRANGE call while reading a partition
-
-log = logging.getLogger("enrich.spark.streams")
 
 
 @dataclass(frozen=True)
@@ -86,9 +82,12 @@ class StreamSettings:
     fail_on_data_loss: bool = True
     mode: Mode = Mode.PERMISSIVE
     corrupt_column: str = CORRUPT_COLUMN
+    partitions: int = 1  # per stream and micro-batch
 
     @classmethod
-    def of(cls, options: Mapping[str, str]) -> StreamSettings:
+    def of(cls, options: Mapping[str, str], parallelism: int | None = None) -> StreamSettings:
+        """The settings of ``options``; ``parallelism`` (the session's default parallelism,
+        else this machine's CPUs) gives ``partitionsPerStream`` its default."""
         url = redis_options.required(options, "url", FORMAT)
         redis_options.endpoint(url)  # validates; errors mask the password
         names = redis_options.required(options, "stream", FORMAT)
@@ -114,6 +113,10 @@ class StreamSettings:
         corrupt = str(options.get("columnNameOfCorruptRecord", CORRUPT_COLUMN)).strip()
         if not corrupt:
             raise ValueError("option columnNameOfCorruptRecord must name a column")
+        slots = parallelism or os.cpu_count() or 1
+        default_parts = max(1, -(-slots // len(streams)))
+        parts = redis_options.positive_int(options, "partitionsPerStream", default_parts)
+        assert parts is not None
         return cls(
             url,
             streams,
@@ -122,6 +125,7 @@ class StreamSettings:
             fail_on_data_loss(options),
             Mode.of(options),
             corrupt,
+            parts,
         )
 
     def is_initial(self, offset: str) -> bool:
@@ -138,79 +142,8 @@ class StreamSettings:
             f"StreamSettings(url={redis_options.masked(self.url)!r}, streams={self.streams!r}, "
             f"start={self.start!r}, max_entries={self.max_entries!r}, "
             f"fail_on_data_loss={self.fail_on_data_loss!r}, mode={self.mode.value!r}, "
-            f"corrupt_column={self.corrupt_column!r})"
+            f"corrupt_column={self.corrupt_column!r}, partitions={self.partitions!r})"
         )
-
-
-class RedisStreamPartition(InputPartition):
-    """The entries of one stream in ``(after, until]``.
-
-    ``check`` asks the task to look for lost entries after ``committed`` (the batch's
-    start for this stream) before it reads; ``reported`` is the loss already counted.
-    """
-
-    def __init__(
-        self,
-        stream: str,
-        after: str,
-        until: str,
-        *,
-        committed: str | None = None,
-        reported: str | None = None,
-        initial: bool = False,
-    ) -> None:
-        super().__init__((stream, after, until))
-        self.stream, self.after, self.until = stream, after, until
-        self.committed, self.reported, self.initial = committed, reported, initial
-
-
-def read_partition(
-    settings: StreamSettings, schema: StructType, partition: RedisStreamPartition, counter: Any
-) -> Iterator[Any]:
-    """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
-    decoder = settings.decoder(schema, partition.stream)
-    client: Any = redis_options.connect(settings.url)
-    lost = 0
-    try:
-        if partition.committed is not None:
-            lost = _check_before_reading(settings, client, partition)
-        after = partition.after
-        while True:
-            page = client.xrange(partition.stream, f"({after}", partition.until, count=PAGE)
-            for entry_id, fields in page:
-                row = decoder.row(entry_id, fields)
-                if row is not None:
-                    yield row
-            if len(page) < PAGE:
-                break
-            after = text(page[-1][0])
-    finally:
-        client.close()
-        decoder.log_counts()
-        counts = decoder.statistics()
-        if lost:
-            counts["lost"] = lost
-        if counter is not None and counts:
-            counter.add({partition.stream: counts})
-
-
-def _check_before_reading(settings: StreamSettings, client: Any, part: RedisStreamPartition) -> int:
-    """Entries of the batch trimmed since it was planned (or before its replay): fail, or
-    log and return 1 (``failOnDataLoss=false``)."""
-    assert part.committed is not None
-    loss = detect_loss(
-        part.stream,
-        part.committed,
-        stream_info(client, part.stream),
-        initial=part.initial,
-        reported=part.reported,
-    )
-    if loss is None:
-        return 0
-    if settings.fail_on_data_loss:
-        raise StreamDataLoss(loss)
-    log.warning("%s (skipped while reading: failOnDataLoss=false)", loss.message())
-    return 1
 
 
 class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -247,21 +180,20 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         reported = loss_counts(end)
         resets = end.get(RESET_KEY) or []
-        parts = []
+        firsts = end.get(FROM_KEY) or {}
+        parts: list[InputPartition] = []
         for s in self.settings.streams:
-            committed = str(start.get(s, NOTHING))
-            after = NOTHING if s in resets else committed
-            if parse_id(end[s]) > parse_id(after):
-                parts.append(
-                    RedisStreamPartition(
-                        s,
-                        after,
-                        end[s],
-                        committed=after,
-                        reported=reported.get(s, {}).get("mark"),
-                        initial=self.settings.is_initial(after),
-                    )
-                )
+            after = NOTHING if s in resets else str(start.get(s, NOTHING))
+            parts += stream_partitions(
+                s,
+                after,
+                end[s],
+                self.settings.partitions,
+                firsts.get(s) if after == NOTHING else None,
+                committed=after,
+                reported=reported.get(s, {}).get("mark"),
+                initial=self.settings.is_initial(after),
+            )
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -289,12 +221,18 @@ class RedisStreamBatchReader(DataSourceReader):
         offsets = Offsets(self.settings)
         try:
             start = offsets.initial() if self.settings.start != "latest" else {}
-            parts = []
+            parts: list[InputPartition] = []
             for stream in self.settings.streams:
                 after = start.get(stream) or offsets.last_id(stream)
                 until = offsets.last_id(stream)
-                if parse_id(until) > parse_id(after):
-                    parts.append(RedisStreamPartition(stream, after, until))
+                first = offsets.client.xrange(stream, f"({after}", "+", count=1)
+                parts += stream_partitions(
+                    stream,
+                    after,
+                    until,
+                    self.settings.partitions,
+                    text(first[0][0]) if first and after == NOTHING else None,
+                )
             return parts
         finally:
             offsets.close()
@@ -307,11 +245,14 @@ class RedisStreamBatchReader(DataSourceReader):
 class RedisStreamDataSource(DataSource):
     """``spark.readStream.format("redis-stream")`` and ``spark.read.format(...)``."""
 
-    counter: Any = None  # a Spark accumulator, in the class :func:`counted_source` makes
+    # In the class :func:`counted_source` makes: a Spark accumulator, and the session's
+    # default parallelism (the default of ``partitionsPerStream``).
+    counter: Any = None
+    parallelism: int | None = None
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.settings = StreamSettings.of(options)
+        self.settings = StreamSettings.of(options, type(self).parallelism)
 
     @classmethod
     def name(cls) -> str:
@@ -331,15 +272,22 @@ class RedisStreamDataSource(DataSource):
 
 def counted_source(spark: Any) -> type[RedisStreamDataSource]:
     """The source class to register with ``spark``: its tasks add what they count to an
-    accumulator of this driver process (:func:`enrich.spark.stream_statistics`).
+    accumulator of this driver process (:func:`enrich.spark.stream_statistics`), and
+    ``partitionsPerStream`` defaults to the session's default parallelism.
 
     The class is made here, not imported, so that Spark pickles it with its accumulator.
     """
     counter = counter_for(spark)
-    if counter is None:
-        return RedisStreamDataSource
+    try:
+        parallelism: int | None = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: the conf, if set
+        parallelism = int(spark.conf.get("spark.default.parallelism", "0")) or None
     return type(
         "RedisStreamDataSource",
         (RedisStreamDataSource,),
-        {"counter": counter, "__qualname__": "counted_source.<locals>.RedisStreamDataSource"},
+        {
+            "counter": counter,
+            "parallelism": parallelism,
+            "__qualname__": "counted_source.<locals>.RedisStreamDataSource",
+        },
     )

@@ -164,3 +164,56 @@ def test_max_error_ratio_is_a_share(tmp_path: Path) -> None:
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job(max_error_ratio=0)))
     assert _config.load(path).max_error_ratio == 0.0
+
+
+def test_a_misspelt_trigger_unit_is_named_with_the_closest() -> None:
+    message = error(job(trigger="2 secnds"))
+    assert message.startswith("trigger '2 secnds': Spark knows no unit 'secnds'")
+    assert "(did you mean 'seconds'?)" in message
+    for good in ("10 seconds", "1 Minute", "500 milliseconds", "0.5 second"):
+        assert _config.parse(job(trigger=good)).trigger == good
+
+
+def test_a_memory_sink_beside_a_dead_letter_is_refused_before_the_run() -> None:
+    config = job(
+        sink={"format": "memory", "name": "t"},
+        dead_letter={"format": "files", "path": "/dl"},
+    )
+    assert error(config).startswith("sink: a memory sink cannot be used with a dead_letter")
+
+
+def test_a_misspelt_format_is_a_warning_any_other_is_spark_s_business() -> None:
+    config = _config.parse(job(sink={"format": "files", "path": "/o", "file_format": "parquett"}))
+    assert config.warnings == (
+        "sink.file_format: Spark may know no format 'parquett' (did you mean 'parquet'?)",
+    )
+    assert _config.parse(job(sink={"format": "com.example.mysink"})).warnings == ()
+
+
+def test_values_of_the_wrong_shape_are_config_errors_too() -> None:
+    config = job()
+    config["joins"][0]["store"] = ["users"]
+    assert error(config).startswith("joins[0].store must name one of ['users'], got ['users']")
+    config = job()
+    config["stores"]["users"]["check_key"] = {"id": 1}
+    assert error(config).startswith("stores.users.check_key must be a key")
+    config["stores"]["users"]["check_key"] = [1, "a"]  # a composite key
+    assert _config.parse(config).check_keys == {"users": (1, "a")}
+
+
+def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
+    # Read off the code: an option a data source learns must be added to KNOWN_OPTIONS,
+    # or configs using it would be warned of it.
+    import re
+
+    spark = Path(__file__).resolve().parents[2] / "enrich" / "spark"
+    read = re.compile(r'options\.get\(\s*"(\w+)"|\(options, "(\w+)"')
+
+    def names(*files: str) -> set[str]:
+        text = "".join((spark / f).read_text() for f in files)
+        return {a or b for a, b in read.findall(text)}
+
+    source = names("streams.py", "stream_fields.py", "stream_loss.py")
+    assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
+    sink = names("sink_rows.py") | {"checkpointLocation"}  # Spark's own, read as well
+    assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,23 @@ def test_rows_failed_are_counted_and_past_max_error_ratio_the_job_fails(
     spark_log = log.read_text()
     assert 0 < spark_log.count("lookup of row") <= 5
     assert "policy error_column" not in spark_log
+
+
+def test_a_join_on_a_column_the_source_lacks_is_a_config_error(spark: Any) -> None:
+    from jobs import _config, enrich_job
+
+    config = _config.parse(
+        {
+            "source": {"format": "rate", "select": ["value AS order_id"]},
+            "stores": {
+                "dim": {
+                    "kind": "http",
+                    "url_template": "http://127.0.0.1:9/u/{}",
+                    "schema": "a int",
+                }
+            },
+            "joins": [{"store": "dim", "on": "user_id"}],
+        }
+    )
+    with pytest.raises(_config.ConfigError, match=r"^joins\[0\]: .*user_id.*order_id"):
+        enrich_job.run(spark, config)

@@ -1,0 +1,123 @@
+"""Reading a ``redis-stream`` batch: its ranges, split by entry id, and the executor side.
+
+A stream's ``(after, until]`` range of a micro-batch is split into partitions by pure
+arithmetic on the two ids (:func:`split_range`): the milliseconds between them are cut
+into equal spans, so the split depends on the offsets alone and a replayed batch reads
+exactly the same entries in each partition, whatever was added or trimmed since. Entries
+are rarely spread evenly in time; a partition may get more entries than another, or none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+from . import redis_options
+from .stream_loss import StreamDataLoss, detect_loss, parse_id, stream_info
+from .stream_offsets import text
+
+if TYPE_CHECKING:
+    from .streams import StreamSettings
+
+PAGE = 1000  # entries per XRANGE call while reading a partition
+LAST_SEQ = 2**64 - 1  # the largest sequence number of an entry id
+
+log = logging.getLogger("enrich.spark.streams")
+
+
+def split_range(
+    after: str, until: str, parts: int, first: str | None = None
+) -> list[tuple[str, str]]:
+    """``(after, until]`` as up to ``parts`` consecutive ranges ``(a, b]`` that cover it
+    exactly, cut at whole milliseconds (``<ms>-18446744073709551615``, the last possible
+    id of a millisecond) evenly between ``after`` (or ``first``, the first entry of a
+    range that begins at ``0-0``) and ``until``. Fewer ranges when the ids are less than
+    ``parts`` ms apart."""
+    low, high = parse_id(first or after)[0], parse_id(until)[0]
+    cuts = sorted({low + (high - low) * i // parts for i in range(1, parts)} - {high})
+    bounds = [after, *(f"{ms}-{LAST_SEQ}" for ms in cuts if ms >= low), until]
+    return [(a, b) for a, b in itertools.pairwise(bounds) if parse_id(b) > parse_id(a)]
+
+
+class RedisStreamPartition(InputPartition):
+    """The entries of one stream in ``(after, until]``.
+
+    ``committed`` (the batch's start for this stream) asks the task to look for entries
+    lost after it before it reads; ``reported`` is the loss already counted there.
+    """
+
+    def __init__(
+        self,
+        stream: str,
+        after: str,
+        until: str,
+        *,
+        committed: str | None = None,
+        reported: str | None = None,
+        initial: bool = False,
+    ) -> None:
+        super().__init__((stream, after, until))
+        self.stream, self.after, self.until = stream, after, until
+        self.committed, self.reported, self.initial = committed, reported, initial
+
+
+def stream_partitions(
+    stream: str, after: str, until: str, parts: int, first: str | None = None, **check: Any
+) -> list[RedisStreamPartition]:
+    """The partitions of one stream's ``(after, until]`` (none when it is empty)."""
+    ranges = split_range(after, until, parts, first)
+    return [RedisStreamPartition(stream, a, b, **check) for a, b in ranges]
+
+
+def read_partition(
+    settings: StreamSettings, schema: StructType, partition: RedisStreamPartition, counter: Any
+) -> Iterator[Any]:
+    """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
+    decoder = settings.decoder(schema, partition.stream)
+    client: Any = redis_options.connect(settings.url)
+    lost = 0
+    try:
+        if partition.committed is not None:
+            lost = _check_before_reading(settings, client, partition)
+        after = partition.after
+        while True:
+            page = client.xrange(partition.stream, f"({after}", partition.until, count=PAGE)
+            for entry_id, fields in page:
+                row = decoder.row(entry_id, fields)
+                if row is not None:
+                    yield row
+            if len(page) < PAGE:
+                break
+            after = text(page[-1][0])
+    finally:
+        client.close()
+        decoder.log_counts()
+        counts = decoder.statistics()
+        if lost:
+            counts["lost"] = lost
+        if counter is not None and counts:
+            counter.add({partition.stream: counts})
+
+
+def _check_before_reading(settings: StreamSettings, client: Any, part: RedisStreamPartition) -> int:
+    """Entries of the batch trimmed since it was planned (or before its replay): fail, or
+    log and return 1 (``failOnDataLoss=false``)."""
+    assert part.committed is not None
+    loss = detect_loss(
+        part.stream,
+        part.committed,
+        stream_info(client, part.stream),
+        initial=part.initial,
+        reported=part.reported,
+    )
+    if loss is None:
+        return 0
+    if settings.fail_on_data_loss:
+        raise StreamDataLoss(loss)
+    log.warning("%s (skipped while reading: failOnDataLoss=false)", loss.message())
+    return 1
