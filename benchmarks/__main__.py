@@ -1,4 +1,4 @@
-"""Run benchmarks: ``python -m benchmarks [operator|lookup|spark|rss|stream_source ...]``
+"""Run benchmarks: ``python -m benchmarks [SUITE ...]`` with suites from :data:`SUITES`
 (default: operator)."""
 
 from __future__ import annotations
@@ -6,7 +6,19 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ("operator", "lookup", "tail", "spark", "rss", "stream_source")
+SUITES = (
+    "operator",
+    "lookup",
+    "tail",
+    "spark",
+    "cache",
+    "rss",
+    "pipeline",
+    "stream_source",
+    "sink_commit",
+    "affinity",
+    "sql_join",
+)
 
 
 def main(argv: list[str]) -> None:

@@ -8,13 +8,17 @@ lookups and the way back. Paths:
 
   lookup_join (ordered and unordered on its defaults, and tuned capacities) and the SQL
   function from ``register_lookup``; (a) a row-at-a-time Python UDF with one sync GET
-  per row; (b) mapInPandas with one sync MGET per Arrow batch; (d) mapInArrow with one
-  sync MGET per batch and Arrow's JSON reader; (c) mapInPandas passing the batches
-  through with no lookup (the ceiling); and mapInArrow passing through (the ceiling of
-  ``lookup_join``'s own plumbing).
+  per row; Spark's own concurrent row UDF (an Arrow-optimized UDF doing the same GET,
+  run by ``CONCURRENCY_LEVELS`` threads per worker with
+  ``spark.sql.execution.pythonUDF.arrow.concurrency.level``); (b) mapInPandas with one
+  sync MGET per Arrow batch; (d) mapInArrow with one sync MGET per batch and Arrow's
+  JSON reader; (c) mapInPandas passing the batches through with no lookup (the
+  ceiling); and mapInArrow passing through (the ceiling of ``lookup_join``'s own
+  plumbing).
 
 HTTP: a service adding 5 ms per request; lookup_join with capacity 100 on one partition,
-per-key GETs and the batch endpoint, against the Little's law bound 100 / 5 ms.
+per-key GETs and the batch endpoint, against the Little's law bound 100 / 5 ms, and
+Spark's concurrent row UDF doing one GET per row (requests, a pooled session).
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ from .lookup import KEYS, load_users, loads
 ROWS = int(os.environ.get("ENRICH_BENCH_SPARK_ROWS", 1_000_000))
 UDF_ROWS = min(ROWS, 50_000)  # the row-at-a-time UDF is slow: its rate is what matters
 HTTP_ROWS = int(os.environ.get("ENRICH_BENCH_SPARK_HTTP_ROWS", 20_000))
+HTTP_UDF_ROWS = min(HTTP_ROWS, 5_000)  # the concurrent row UDF over HTTP: its rate matters
+# Spark's own concurrency for row UDFs (pyspark >= 4.1: Arrow-optimized UDFs only): a
+# thread pool of this many threads per Python worker evaluates a batch's rows.
+CONCURRENCY = "spark.sql.execution.pythonUDF.arrow.concurrency.level"
+CONCURRENCY_LEVELS = (16, 64)
 PARTITIONS = 2
 CAPACITY = 131072  # lookup_join's default (enrich.spark.arrow.DEFAULT_SPARK_CAPACITY)
 TUNED_CAPACITIES = (32768, 65536, 262144)
@@ -84,6 +93,41 @@ def get_per_row(url: str) -> Callable[[int], Row | None]:
         return decode(sync_client(url).get(f"user:{user_id}"))
 
     return lookup
+
+
+_sessions: dict[int, Any] = {}
+
+
+def http_get_per_row(base: str) -> Callable[[int], Row | None]:
+    """The UDF body over HTTP: one GET per row on a pooled ``requests`` session (one per
+    worker process, connections enough for the highest concurrency level)."""
+
+    def lookup(user_id: int) -> Row | None:
+        import requests
+
+        session = _sessions.get(os.getpid())
+        if session is None:
+            session = _sessions[os.getpid()] = requests.Session()
+            adapter = requests.adapters.HTTPAdapter(pool_maxsize=max(CONCURRENCY_LEVELS))
+            session.mount("http://", adapter)
+        response = session.get(f"{base}/users/{user_id}", timeout=10)
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return decode(response.content)
+
+    return lookup
+
+
+def with_concurrency(spark: Any, level: int | None, run: Callable[[], int]) -> int:
+    """``run()`` with Spark's row-UDF concurrency set to ``level`` (None: unset)."""
+    if level is None:
+        return run()
+    spark.conf.set(CONCURRENCY, str(level))
+    try:
+        return run()
+    finally:
+        spark.conf.unset(CONCURRENCY)
 
 
 def mget_per_batch(url: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -220,6 +264,9 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
     enriched = StructType([*df.schema.fields, *dimension.fields])
     # The classic (pickled, not Arrow-optimized) row-at-a-time UDF, Spark's default.
     get_udf = F.udf(get_per_row(url), STRUCT, useArrow=False)
+    # Spark's own concurrent row UDF: Arrow-optimized, the same GET per row.
+    concurrent_udf = F.udf(get_per_row(url), STRUCT, useArrow=True)
+    levels: dict[str, int] = {}
     paths: list[tuple[str, Any, int, str | None]] = [
         (
             f"lookup_join, {mode}, defaults",
@@ -253,6 +300,16 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
             UDF_ROWS,
             None,
         ),
+        *(
+            (
+                f"(s{level}) Spark's concurrent row UDF, GET per row, "
+                f"concurrency.level {level} ({UDF_ROWS:,} rows)",
+                small.select("*", concurrent_udf("user_id").alias("u")),
+                UDF_ROWS,
+                None,
+            )
+            for level in CONCURRENCY_LEVELS
+        ),
         (
             "(b) mapInPandas, sync MGET per batch",
             df.mapInPandas(mget_per_batch(url), enriched),
@@ -275,10 +332,13 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
     ]
     # Rounds rather than back-to-back repeats: a burst of load from the machine's other
     # tenants then spoils one run of a path, not both.
+    for level in CONCURRENCY_LEVELS:
+        levels.update({label: level for label, *_ in paths if label.startswith(f"(s{level})")})
     rates = dict.fromkeys((label for label, *_ in paths), 0.0)
     for round_ in range(REPEAT):
         for label, frame, rows, _ in paths:
-            rate = best_rate(partial(sink, frame, rows), repeat=1)
+            run = partial(with_concurrency, spark, levels.get(label), partial(sink, frame, rows))
+            rate = best_rate(run, repeat=1)
             rates[label] = max(rates[label], rate)
             print(f"  round {round_ + 1}, {label}: {rate:,.0f} rows/s")
     batching = {
@@ -303,6 +363,7 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
         "tuned": max(best_of("tuned"), best_of("lookup_join")),
         "sql": best_of("SQL"),
         "a": a,
+        "s": max(best_of(f"(s{level})") for level in CONCURRENCY_LEVELS),
         "b": b,
         "c": c,
         "d": d,
@@ -313,6 +374,12 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
 def ratio_section(r: dict[str, float]) -> str:
     checks = [
         ("lookup_join (defaults) vs (a) GET per row", r["main"] / r["a"], ">= 30x", 30.0),
+        (
+            "lookup_join (defaults) vs Spark's concurrent row UDF (best level)",
+            r["main"] / r["s"],
+            "-",
+            0.0,
+        ),
         ("lookup_join (defaults) vs (b) MGET per batch", r["main"] / r["b"], ">= 2.0x", 2.0),
         ("lookup_join (defaults) vs (c) passthrough", r["main"] / r["c"], ">= 0.4", 0.4),
         ("lookup_join defaults vs its best tuned setting", r["main"] / r["tuned"], ">= 0.9", 0.9),
@@ -361,6 +428,8 @@ def run_async(run: Callable[[str, list[int]], Any], base: str, keys: list[int]) 
 
 
 def http_section(spark: Any, base: str) -> str:
+    from pyspark.sql import functions as F
+
     from enrich.spark import lookup_join, statistics
 
     bound = HTTP_CAPACITY / HTTP_LATENCY
@@ -390,6 +459,19 @@ def http_section(spark: Any, base: str) -> str:
         print(f"  HTTP {label}: {rate:,.0f} rows/s")
         rows.append([label, rate, rate / bound, per_call])
     df.unpersist()
+    small = orders(spark, HTTP_UDF_ROWS, 1, seed=12)
+    get_udf = F.udf(http_get_per_row(base), STRUCT, useArrow=True)
+    frame = small.select("*", get_udf("user_id").alias("u"))
+    for level in CONCURRENCY_LEVELS:
+        label = (
+            f"Spark's concurrent row UDF, GET per row, concurrency.level {level} "
+            f"({HTTP_UDF_ROWS:,} rows)"
+        )
+        run = partial(with_concurrency, spark, level, partial(sink, frame, HTTP_UDF_ROWS))
+        rate = best_rate(run, repeat=REPEAT)
+        print(f"  HTTP {label}: {rate:,.0f} rows/s")
+        rows.append([label, rate, rate / bound, "-"])
+    small.unpersist()
     rng = random.Random(13)
     keys = [rng.randrange(KEYS) for _ in range(HTTP_ROWS)]
     for label, run, count in (
@@ -422,36 +504,38 @@ NOTES = """\
 What each path does. All Redis paths read the same cached DataFrame (`order_id`, `user_id`,
 `amount`; `user_id` uniform over {keys:,} keys, every one present in Redis as a JSON
 document) and write it to the `noop` sink; a rate is rows over the wall time of the whole
-Spark job, the best of {repeat} runs made in rounds (every path once, then again: the
-first round also warms the JVM's JIT for each path), after a
-warm-up job and an untimed lookup_join that opens each worker's Redis pool.
-`lookup_join` is `enrich.spark.lookup_join(df, RedisLookup(url, key_template="user:{{}}",
-value="json", schema=...), on="user_id", timeout=None)` on its defaults (capacity
-{capacity} rows in flight, chunks of a quarter of that): mapInArrow, the columnar lane
-(keys as Arrow arrays, distinct keys by dictionary encoding, Redis keys framed in RESP
-by Arrow compute and sent as one pipeline of MGETs of at most 500 keys per chunk from
-each worker's asyncio loop, JSON decoded in bulk by Arrow's reader on the task thread,
-rows aligned with `take`), typed columns `name`, `tier`, `credit` added; "tuned" rows
-set another capacity.
-The SQL row is `SELECT *, dim_user(user_id) AS u FROM orders`
-with `enrich.spark.sql.register_lookup` (an Arrow UDF on the same engine, returning a struct,
-always ordered). (a) is a classic row-at-a-time `F.udf` (pickled, not Arrow-optimized)
-returning the same struct: one redis-py `GET` and one JSON decode per row, on {udf_rows:,}
-rows. (b) is `mapInPandas` doing one redis-py (hiredis) `MGET` per Arrow batch (10,000
-rows) and decoding each value into the three typed columns. (d) is what a user who knows
-Arrow writes instead (and the design `lookup_join`'s columnar lane started from): in
-`mapInArrow`, the Redis keys built by Arrow compute, one sync `MGET` per batch, the values
-read at once by Arrow's JSON reader and aligned by `take`; no request overlaps the
-decoding. (c) is `mapInPandas`
-yielding its input unchanged (the ceiling); the mapInArrow passthrough is the same on the
-API `lookup_join` is built on. `keys per lookup_many` is the join's own metric (rows with
-equal keys in flight are coalesced). HTTP: `HttpLookup` against the local dimension
-service (`enrich.demo.local.dimension_service`, one aiohttp process adding {latency:g} ms per
+Spark job, the best of {repeat} runs made in rounds (every path once, then again: the first
+round also warms the JVM's JIT for each path), after a warm-up job and an untimed
+lookup_join that opens each worker's Redis pool. `lookup_join` is
+`enrich.spark.lookup_join(df, RedisLookup(url, key_template="user:{{}}", value="json",
+schema=...), on="user_id", timeout=None)` on its defaults (capacity {capacity} rows in
+flight, chunks of a quarter of that): mapInArrow, the columnar lane (keys as Arrow arrays,
+distinct keys by dictionary encoding, Redis keys framed in RESP by Arrow compute and sent as
+one pipeline of MGETs of at most 500 keys per chunk from each worker's asyncio loop, JSON
+decoded in bulk by Arrow's reader on the task thread, rows aligned with `take`), typed
+columns `name`, `tier`, `credit` added; "tuned" rows set another capacity. The SQL row is
+`SELECT *, dim_user(user_id) AS u FROM orders` with `enrich.spark.sql.register_lookup` (an
+Arrow UDF on the same engine, returning a struct, always ordered). (a) is a classic
+row-at-a-time `F.udf` (pickled, not Arrow-optimized) returning the same struct: one redis-py
+`GET` and one JSON decode per row, on {udf_rows:,} rows. (s16), (s64) are Spark's own answer
+to slow row UDFs: the same GET in an Arrow-optimized `F.udf(..., useArrow=True)` run with
+`spark.sql.execution.pythonUDF.arrow.concurrency.level` 16 and 64 (a thread pool of that
+size per Python worker evaluates each batch's rows), on {udf_rows:,} rows; over HTTP the
+same with one `requests` GET per row on a pooled session. (b) is `mapInPandas` doing one
+redis-py (hiredis) `MGET` per Arrow batch (10,000 rows) and decoding each value into the
+three typed columns. (d) is what a user who knows Arrow writes instead (and the design
+`lookup_join`'s columnar lane started from): in `mapInArrow`, the Redis keys built by Arrow
+compute, one sync `MGET` per batch, the values read at once by Arrow's JSON reader and
+aligned by `take`; no request overlaps the decoding. (c) is `mapInPandas` yielding its input
+unchanged (the ceiling); the mapInArrow passthrough is the same on the API `lookup_join` is
+built on. `keys per lookup_many` is the join's own metric (rows with equal keys in flight
+are coalesced). HTTP: `HttpLookup` against the local dimension service
+(`enrich.demo.local.dimension_service`, one aiohttp process adding {latency:g} ms per
 request), capacity {http_capacity} on one partition, so at most {http_capacity} rows are in
-flight and Little's law caps the task at {bound:,.0f} rows/s; the batch variant POSTs up
-to {http_capacity} keys to `/users/_batch`. The two reference rows drive the same service with
-aiohttp alone, no Spark and no engine: on a 2-CPU machine the service process itself
-(and the client's CPU) caps throughput well below the Little's-law bound.
+flight and Little's law caps the task at {bound:,.0f} rows/s; the batch variant POSTs up to
+{http_capacity} keys to `/users/_batch`. The two reference rows drive the same service with
+aiohttp alone, no Spark and no engine: on a 2-CPU machine the service process itself (and
+the client's CPU) caps throughput well below the Little's-law bound.
 
 Rerun: `./scripts/dev bench spark` (`ENRICH_BENCH_SPARK_ROWS=N` and
 `ENRICH_BENCH_SPARK_HTTP_ROWS=N` change the sizes).

@@ -57,6 +57,10 @@ def mask_url(url: str, *, keep_user: bool = False) -> str:
     scheme, sep, after = base.partition("://")
     if sep:
         netloc, slash, path = after.partition("/")
+        if "@" not in netloc and "@" in path:  # a password with a raw "/": mask it all
+            userinfo, _, tail = after.rpartition("@")
+            hosts, slash, path = tail.partition("/")
+            netloc = f"{userinfo}@{hosts}"
         if "@" in netloc:
             userinfo, _, hosts = netloc.rpartition("@")
             user, colon, _ = userinfo.partition(":")

@@ -38,6 +38,12 @@ from .engine.wait import (
     unordered_wait_async as unordered_wait_async,
 )
 from .lookup.cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
+from .lookup.full_cache import (
+    DimensionTooLarge as DimensionTooLarge,
+    FullCache as FullCache,
+    FullCacheStatistics as FullCacheStatistics,
+)
+from .lookup.full_source import FullCacheSource as FullCacheSource
 from .lookup.iterators import (
     lookup_chunks as lookup_chunks,
     lookup_chunks_async as lookup_chunks_async,
@@ -83,6 +89,9 @@ __all__ = (
     "chunk_rows",
     "LookupCache",
     "CacheStatistics",
+    "FullCache",
+    "FullCacheStatistics",
+    "FullCacheSource",
     "JoinMetrics",
     "Schema",
     "SchemaLike",
@@ -96,4 +105,5 @@ __all__ = (
     "SourceUnavailable",
     "DecodeError",
     "SchemaError",
+    "DimensionTooLarge",
 )

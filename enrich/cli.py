@@ -86,6 +86,8 @@ def check(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     print(f"config {args.config}: ok ({len(config.stores)} stores, {len(config.joins)} joins)")
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     results = check_stores(config)
     for result in results:
         print(result.line(), file=sys.stdout if result.ok else sys.stderr)
@@ -93,11 +95,33 @@ def check(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobs import enrich_job, sql_job
+    from jobs import _config, enrich_job, sql_job
+    from jobs.check import check as check_stores
 
-    argv = ["--config", args.config]
+    try:
+        config = _config.load(args.config)
+    except _config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    if not args.no_preflight:
+        # The store checks of `enrich check`, before Spark starts: a store that cannot
+        # answer would fail the first micro-batch a minute later, in a long trace.
+        failed = [r for r in check_stores(config) if not r.ok]
+        for result in failed:
+            print(result.line(), file=sys.stderr)
+        if failed:
+            names = ", ".join(repr(r.name) for r in failed)
+            print(
+                f"error: store {names} did not answer; the job was not started "
+                "(--no-preflight starts it without this check)",
+                file=sys.stderr,
+            )
+            return EXIT_UNREACHABLE
+    argv = ["--config", args.config, "--spark-output-to-log"]
     if args.duration is not None:
         argv += ["--duration", str(args.duration)]
+    if args.log_file:
+        argv += ["--log-file", args.log_file]
     if args.sql:
         return sql_job.main([*argv, "--sql", args.sql])
     return enrich_job.main(argv)
@@ -160,7 +184,11 @@ def parser() -> argparse.ArgumentParser:
         "run",
         help="run a job config (YAML, JSON or TOML) on Spark",
         description="Runs the job as spark-submit jobs/enrich_job.py would; "
-        "with --sql, registers the config's lookups and runs the SQL file.",
+        "with --sql, registers the config's lookups and runs the SQL file. First checks "
+        "the config and tries one lookup per store, as enrich check does. Exit code 0 "
+        "when the job ran, 1 when a store did not answer or the job failed (the cause "
+        "as the last line, the trace in the log file), 2 when the config is invalid, 3 "
+        "when more rows failed their lookups than the config's max_error_ratio allows.",
     )
     r.add_argument("config", help="the job config")
     r.add_argument("--sql", help="a SQL file to run (as jobs/sql_job.py)")
@@ -169,6 +197,17 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
         help="stop a streaming job after SECONDS (default: run until stopped)",
+    )
+    r.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="start without first trying one lookup per store (as enrich check does)",
+    )
+    r.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="Spark's own output and a failure's whole trace (default: a new file in the "
+        "temporary folder, named at the start)",
     )
     r.set_defaults(handler=run)
 

@@ -8,3 +8,13 @@ from .spark.sql import (
 )
 
 __all__ = ("register_lookup", "lookup_struct_type")
+
+
+def __getattr__(name: str) -> object:
+    # ``register_lookup_join`` (enrich.spark.sql_join): the table-shaped join needs Arrow
+    # UDTFs (pyspark >= 4.1), so it is imported on use only.
+    if name == "register_lookup_join":
+        from .spark.sql_join import register_lookup_join
+
+        return register_lookup_join
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

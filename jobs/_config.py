@@ -14,13 +14,18 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
       credit: {kind: http, url_template: "http://svc/users/{}", schema: "credit double"}
     joins:                        # applied in order; every lookup_join setting
       - {store: users, on: user_id, how: left, cache: {max_rows: 100000, ttl: 60},
+         # or the whole dimension: cache: {kind: full, reload_interval: 600};
+         # shuffle: true routes rows by key first (key affinity)
          retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
       - {store: credit, on: user_id, on_error: dead_letter}
     lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
+    lookup_joins: {users_join: {store: users, on: user_id, input: input}}
+                                  # SQL table functions: SELECT * FROM users_join(TABLE(input))
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
     sink: {format: console}       # console | files | memory | noop | redis | any format
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
+    max_error_ratio: 0.01         # exit code 3 when a join's failed rows pass this share
 
 ``sources``/``input``/``output`` are accepted for ``stores``/``source``/``sink``, and
 ``source`` for ``store`` in a join, as older configs wrote them.
@@ -28,7 +33,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import inspect
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ import enrich
 from enrich.lookup.settings import JoinSettings
 from jobs._endpoints import Endpoint, sink, source as source_endpoint
 from jobs._files import ConfigError, read
+from jobs._options import check_sink, check_source, did_you_mean
 
 __all__ = ("ConfigError", "JobConfig", "load", "parse")
 
@@ -54,8 +61,11 @@ _JOIN_KEYS = {
     "prefix",
     "error_column",
     "name",
+    "shuffle",
 }
-_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name"}
+_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
+# SQL table functions (jobs/sql_job.py): `name(TABLE(view))` joins the view's rows.
+_LOOKUP_JOIN_KEYS = (_JOIN_KEYS - {"mode", "name", "shuffle"}) | {"input"}
 _SECTIONS = {
     "stores": ("stores", "sources"),
     "source": ("source", "input"),
@@ -69,12 +79,27 @@ _TOP_KEYS = {
     "input",
     "joins",
     "lookups",
+    "lookup_joins",
     "dead_letter",
     "sink",
     "output",
     "checkpoint",
     "trigger",
+    "max_error_ratio",
 }
+# the units of a processing-time trigger, as Spark's interval parser reads them (any
+# case, singular too)
+_UNITS = (
+    "microseconds",
+    "milliseconds",
+    "seconds",
+    "minutes",
+    "hours",
+    "days",
+    "weeks",
+    "months",
+    "years",
+)
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
 
 
@@ -86,6 +111,7 @@ class JobConfig:
     source: Endpoint | None = None
     joins: list[dict[str, Any]] = field(default_factory=list)
     lookups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lookup_joins: dict[str, dict[str, Any]] = field(default_factory=dict)
     sink: Endpoint | None = None
     dead_letter: Endpoint | None = None
     checkpoint: str | None = None
@@ -93,6 +119,10 @@ class JobConfig:
     name: str = "enrich-job"
     # store name -> the key `enrich check` looks up there (its `check_key`, or a dummy)
     check_keys: dict[str, Any] = field(default_factory=dict)
+    # the job fails (exit code 3) when a join's failed rows exceed this share of its rows
+    max_error_ratio: float | None = None
+    # what Spark would silently ignore (unknown options): one line each, said before a run
+    warnings: tuple[str, ...] = ()
 
     @property
     def input(self) -> Endpoint | None:
@@ -119,7 +149,10 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         raise ConfigError("the config must be a mapping")
     unknown = sorted(set(raw) - _TOP_KEYS)
     if unknown:
-        raise ConfigError(f"unknown section(s) {unknown} (known: {sorted(_TOP_KEYS)})")
+        raise ConfigError(
+            f"unknown section(s) {unknown}{did_you_mean(unknown[0], _TOP_KEYS)} "
+            f"(known: {sorted(_TOP_KEYS)})"
+        )
     store_specs = _section(raw, "stores", dict)
     stores = {str(name): store(spec, f"stores.{name}") for name, spec in store_specs.items()}
     dead_letter = raw.get(DEAD_LETTER)
@@ -131,20 +164,52 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         str(name): settings(spec, f"lookups.{name}", stores, _LOOKUP_KEYS, False)
         for name, spec in _section(raw, "lookups", dict, required=False).items()
     }
+    lookup_joins = {
+        str(name): settings(spec, f"lookup_joins.{name}", stores, _LOOKUP_JOIN_KEYS, False)
+        for name, spec in _section(raw, "lookup_joins", dict, required=False).items()
+    }
     source_spec = _section(raw, "source", dict, required=False)
     sink_spec = _section(raw, "sink", dict, required=False)
-    return JobConfig(
+    config = JobConfig(
         stores=stores,
         source=source_endpoint(source_spec, "source") if source_spec else None,
         joins=joins,
         lookups=lookups,
+        lookup_joins=lookup_joins,
         sink=sink(sink_spec, "sink") if sink_spec else None,
         dead_letter=sink(dead_letter, DEAD_LETTER) if dead_letter is not None else None,
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",
-        check_keys={str(n): spec.get("check_key", 0) for n, spec in store_specs.items()},
+        check_keys={str(n): _check_key(spec, f"stores.{n}") for n, spec in store_specs.items()},
+        max_error_ratio=_ratio(raw.get("max_error_ratio")),
     )
+    return replace(config, warnings=tuple(_endpoint_warnings(config)))
+
+
+def _endpoint_warnings(config: JobConfig) -> list[str]:
+    """Check the source and sinks as Spark will read them (see ``jobs._options``)."""
+    warnings = []
+    if config.source is not None:
+        warnings += check_source(config.source, "source")
+    # The sink is a stream's (output mode) unless a batch writer writes it: the
+    # dead-letter split writes each micro-batch, and a batch job writes once.
+    streaming: bool | None = None
+    if config.dead_letter is not None:
+        streaming = False
+    elif config.source is not None:
+        streaming = config.source.streaming
+    if config.sink is not None:
+        warnings += check_sink(config.sink, "sink", streaming=streaming)
+    if config.dead_letter is not None:
+        warnings += check_sink(config.dead_letter, DEAD_LETTER, streaming=False)
+        for where, spec in (("sink", config.sink), (DEAD_LETTER, config.dead_letter)):
+            if spec is not None and spec.kind == "memory":
+                raise ConfigError(
+                    f"{where}: a memory sink cannot be used with a dead_letter (use files, "
+                    f"console or a format with a batch writer)"
+                )
+    return warnings
 
 
 def store(spec: Any, where: str) -> Any:
@@ -166,10 +231,26 @@ def store(spec: Any, where: str) -> Any:
     except KeyError as exc:
         raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
     except TypeError as exc:
-        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
+        message = _argument_error(exc)
+        if message.startswith("unknown setting"):
+            from connectors.http import HttpLookup
+            from connectors.redis import RedisLookup
+
+            known = _settings_of(RedisLookup if kind == "redis" else HttpLookup) | {
+                "kind",
+                "check_key",
+            }
+            bad = message.rsplit(" ", 1)[-1].strip("'")
+            message += f"{did_you_mean(bad, known)} (known: {', '.join(sorted(known))})"
+        raise ConfigError(f"{where}: {message}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     raise ConfigError(f"{where}.kind must be 'redis' or 'http', got {kind!r}")
+
+
+def _settings_of(cls: type) -> set[str]:
+    """A store class's settings: the parameters of its constructor."""
+    return {name for name in inspect.signature(cls).parameters if name != "self"}
 
 
 def settings(
@@ -187,9 +268,12 @@ def settings(
         out["store"] = out.pop("source")
     unknown = sorted(set(out) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {unknown} (known: {sorted(allowed)})")
+        raise ConfigError(
+            f"{where}: unknown setting(s) {unknown}{did_you_mean(unknown[0], allowed)} "
+            f"(known: {sorted(allowed)})"
+        )
     name = out.pop("store", None)
-    if name not in stores:
+    if not isinstance(name, str) or name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
     out["source"] = stores[name]
     if dead_letter:
@@ -200,7 +284,7 @@ def settings(
         if "cache" in out:
             if not isinstance(out["cache"], dict):
                 raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
-            out["cache"] = enrich.LookupCache(**out["cache"])
+            out["cache"] = cache(out["cache"])
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         _check(out)
@@ -211,9 +295,26 @@ def settings(
     return out
 
 
+def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
+    """``{kind: partial, max_rows, ttl, ...}`` (the default kind) or ``{kind: full,
+    reload_interval | reload_at, initial_load, max_rows, max_bytes, ...}``."""
+    options = dict(spec)
+    kind = options.pop("kind", "partial")
+    if kind == "full":
+        return enrich.FullCache(**options)
+    if kind == "partial":
+        return enrich.LookupCache(**options)
+    raise ValueError(f"cache.kind must be 'partial' or 'full', got {kind!r}")
+
+
 def _check(join: dict[str, Any]) -> None:
     """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    options = {k: v for k, v in join.items() if k not in ("source", "name")}
+    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle", "input")}
+    if not isinstance(join.get("input", "input"), str):
+        raise ValueError(f"input must be the name of a view, got {join['input']!r}")
+    shuffle = join.get("shuffle", False)
+    if not (isinstance(shuffle, int) and (isinstance(shuffle, bool) or shuffle >= 1)):
+        raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")
     if options.get("on_error") == DEAD_LETTER:
         options["on_error"] = "error_column"
     JoinSettings(**options)
@@ -271,8 +372,39 @@ def _trigger(value: Any) -> str | None:
         return value
     parts = value.split()
     if len(parts) == 2 and _is_number(parts[0]):
-        return value
+        unit = parts[1].lower()
+        if unit in _UNITS or unit + "s" in _UNITS:
+            return value
+        raise ConfigError(
+            f"trigger {value!r}: Spark knows no unit {parts[1]!r}"
+            f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
+        )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _check_key(spec: dict[str, Any], where: str) -> Any:
+    """A store's ``check_key``: a scalar, or a list for a composite key (a tuple)."""
+    key = spec.get("check_key", 0)
+    if isinstance(key, list):
+        key = tuple(key)
+    parts = key if isinstance(key, tuple) else (key,)
+    if not parts or not all(isinstance(p, (str, int, float, bytes)) for p in parts):
+        raise ConfigError(
+            f"{where}.check_key must be a key (a string or a number, or a list of them for "
+            f"a composite key), got {spec.get('check_key')!r}"
+        )
+    return key
+
+
+def _ratio(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(
+            f"max_error_ratio must be a number from 0 to 1 (the share of a join's rows that "
+            f"may fail), got {value!r}"
+        )
+    return float(value)
 
 
 def _is_number(text: str) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs._files import ConfigError
+from jobs._options import did_you_mean, misplaced
 
 SOURCE_SHORTCUTS = ("rate", "files", "socket")
 SINK_SHORTCUTS = ("console", "files", "memory", "noop")
@@ -121,7 +122,11 @@ def _common(spec: Any, where: str, allowed: set[str]) -> tuple[dict[str, str], s
         raise ConfigError(f"{where} must be a mapping, got {spec!r}")
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {unknown} (known: {sorted(allowed)})")
+        role = "source" if "select" in allowed else "sink"
+        raise ConfigError(
+            f"{where}: unknown setting(s) {unknown}{did_you_mean(unknown[0], allowed)} "
+            f"(known: {', '.join(sorted(allowed))}){misplaced(spec, unknown, role)}"
+        )
     kind = spec.get("format")
     if not isinstance(kind, str) or not kind:
         shortcuts = SOURCE_SHORTCUTS if "select" in allowed else SINK_SHORTCUTS

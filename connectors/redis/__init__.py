@@ -287,6 +287,21 @@ class RedisLookup:
 
         return await fetch_arrow(self, keys, struct_type)
 
+    def store_key(self, key: Any) -> bytes:
+        """The Redis key of lookup key ``key`` (a full cache's snapshot is keyed by it).
+
+        Raises:
+            ValueError, TypeError: the key does not fit the key template.
+        """
+        return self._settings.key_template.render(key)
+
+    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[bytes, Any], int]]:
+        """Every key the key template matches, with its answer, a page at a time, for
+        ``enrich.FullCache``: ``SCAN`` and pipelined reads (see ``connectors.redis.scan``)."""
+        from .scan import scan_dimension
+
+        return scan_dimension(self, page_rows)
+
     async def _run_commands(
         self,
         handle: Any,

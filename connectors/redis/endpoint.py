@@ -9,6 +9,11 @@ Three deployments, told apart by the URL's scheme and ``cluster=``:
   userinfo is the master's auth; the sentinels' own auth is ``sentinel_username`` /
   ``sentinel_password``.
 
+IPv6 hosts go in brackets (``[::1]:26381``); the userinfo is percent-decoded (a ``/``,
+``?`` or ``#`` in a password must be written ``%2F``, ``%3F``, ``%23``). The URL is split
+by :func:`connectors.urls.split_url`, the same way on every Python (``urlsplit``'s rules
+for a netloc with brackets differ between patch releases).
+
 Credentials may also be given as ``?username=`` / ``?password=`` (and
 ``?sentinel_username=`` / ``?sentinel_password=``) query parameters, forms redis-py
 accepts; any other query parameter is refused in favour of the keyword settings. Every
@@ -19,9 +24,10 @@ secrets given as keywords are masked too, so no form of a password is ever echoe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote
 
 from connectors.masking import MASK, mask_text, mask_url
+from connectors.urls import UrlParts, split_url
 
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
@@ -106,30 +112,33 @@ class Endpoint:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{name} must be a string, got {type(value).__name__}")
         shown = mask_text(mask_url(url, keep_user=True), (password, sentinel_password))
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise ValueError(f"url is not a valid URL: {shown!r} ({exc})") from None
-        scheme = parts.scheme.lower()
-        if scheme not in _SCHEMES:
+        scheme = url.partition("://")[0].lower()
+        if "://" not in url or scheme not in _SCHEMES:
             raise ValueError(
                 f"url must start with redis://, rediss:// or redis+sentinel://, got {shown!r}"
             )
-        if parts.fragment:
+        try:
+            # Our own split, not urlsplit: its netloc rules refuse a list of hosts with an
+            # IPv6 one on some Python patch releases (connectors.urls).
+            parts = split_url(url)
+        except ValueError as exc:
+            raise ValueError(f"url has a bad host or port: {shown!r} ({exc})") from None
+        if parts.fragment is not None:
             raise ValueError(f"url must not have a fragment, got {shown!r}")
-        from_url = _credentials(parts.netloc, parts.query, shown)
+        from_url = _credentials(parts, shown)
         for name, value in from_url.items():
             if value is not None and given[name] is not None:
                 raise ValueError(f"{name} is given both in url and as {name}=: {shown!r}")
             if given[name] is None:
                 given[name] = value
         user, secret = given["username"], given["password"] or None
-        hosts_text = parts.netloc.rpartition("@")[2]
+        if any(not host for host, _ in parts.hosts):
+            raise ValueError(f"url must name a host, got {shown!r}")
         if scheme == "redis+sentinel":
             if cluster:
                 raise ValueError(f"cluster=True does not go with a Sentinel url: {shown!r}")
             sentinels = tuple(
-                _address(h, DEFAULT_SENTINEL_PORT, shown) for h in hosts_text.split(",")
+                (h, DEFAULT_SENTINEL_PORT if p is None else p) for h, p in parts.hosts
             )
             service, _, db_text = parts.path.strip("/").partition("/")
             if not service:
@@ -153,7 +162,13 @@ class Endpoint:
         for name in ("sentinel_username", "sentinel_password"):
             if given[name] is not None:
                 raise ValueError(f"{name} needs a redis+sentinel:// url, got {shown!r}")
-        host, port = _address(hosts_text, DEFAULT_PORT, shown)
+        if len(parts.hosts) > 1:
+            raise ValueError(
+                f"url names {len(parts.hosts)} hosts; only redis+sentinel:// takes several, "
+                f"got {shown!r}"
+            )
+        ((host, port_or_none),) = parts.hosts
+        port = DEFAULT_PORT if port_or_none is None else port_or_none
         db = _db(parts.path.strip("/"), shown)
         if cluster and db != 0:
             raise ValueError(f"url must use database 0 with cluster=True, got {shown!r}")
@@ -168,14 +183,12 @@ class Endpoint:
         )
 
 
-def _credentials(netloc: str, query: str, shown: str) -> dict[str, str | None]:
+def _credentials(parts: UrlParts, shown: str) -> dict[str, str | None]:
     """Credentials from the userinfo and the query (redis-py's forms)."""
     found: dict[str, str | None] = dict.fromkeys(_CREDENTIAL_PARAMS)
-    userinfo, at, _ = netloc.rpartition("@")
-    if at:
-        user, colon, secret = userinfo.partition(":")
-        found["username"] = unquote(user) or None
-        found["password"] = unquote(secret) if colon and secret else None
+    found["username"] = parts.username or None
+    found["password"] = parts.password or None
+    query = parts.query
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
@@ -190,17 +203,6 @@ def _credentials(netloc: str, query: str, shown: str) -> dict[str, str | None]:
             raise ValueError(f"url gives {name} twice: {shown!r}")
         found[name] = value or None
     return found
-
-
-def _address(text: str, default_port: int, shown: str) -> tuple[str, int]:
-    try:
-        parts = urlsplit(f"//{text}")
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"url has a bad host or port: {shown!r} ({exc})") from None
-    if not parts.hostname:
-        raise ValueError(f"url must name a host, got {shown!r}")
-    return parts.hostname, port if port is not None else default_port
 
 
 def _db(text: str, shown: str) -> int:

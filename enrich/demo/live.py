@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -83,7 +84,26 @@ def java_missing() -> bool:
 
 
 def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: int) -> None:
-    """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early)."""
+    """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early).
+
+    Spark's own output goes to a log in a temporary folder, removed at the end; when the
+    demo fails, the folder is kept and named.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="enrich-demo-"))
+    try:
+        _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second)
+    except KeyboardInterrupt:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    except BaseException:
+        print(f"Spark's log is kept in {folder}", file=sys.stderr)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _live_demo(
+    log: Path, redis_url: str, http_base: str, duration: float, rows_per_second: int
+) -> None:
     from connectors.http import HttpLookup
     from enrich import LookupCache
     from enrich.spark import lookup_join, session
@@ -93,8 +113,10 @@ def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: 
         f"   enriched from Redis (users), then HTTP (credit), for {duration:g} s "
         "(Ctrl-C stops sooner)\n"
     )
-    log = Path(tempfile.mkdtemp(prefix="enrich-demo-")) / "spark.log"
-    print(f"   starting Spark (local[2]; its own output goes to {log}) ...", flush=True)
+    print(
+        f"   starting Spark (local[2]; its own output goes to {log}, removed at the end) ...",
+        flush=True,
+    )
     with _stderr_to(log):
         spark = session(
             "enrich-demo",

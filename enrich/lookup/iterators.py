@@ -14,6 +14,7 @@ from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from ..engine.wait import AsyncWaitAsyncIterator, AsyncWaitIterator, _aiter
 from .cache import LookupCache
+from .full_cache import FullCache
 from .join import LookupJoin
 from .keys import admit_keys
 from .settings import DEFAULT_MAX_BATCH, JoinSettings
@@ -43,7 +44,7 @@ def lookup_chunks(
     *,
     how: str = "left",
     on_error: str = "fail",
-    cache: LookupCache | None = None,
+    cache: LookupCache | FullCache | None = None,
     mode: OutputMode | str = OutputMode.ORDERED,
     capacity: int = DEFAULT_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
@@ -120,7 +121,7 @@ def lookup_chunks_async(
     *,
     how: str = "left",
     on_error: str = "fail",
-    cache: LookupCache | None = None,
+    cache: LookupCache | FullCache | None = None,
     mode: OutputMode | str = OutputMode.ORDERED,
     capacity: int = DEFAULT_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
@@ -150,7 +151,7 @@ def lookup_rows(
     on: str | Sequence[str],
     how: str = "left",
     on_error: str = "fail",
-    cache: LookupCache | None = None,
+    cache: LookupCache | FullCache | None = None,
     mode: OutputMode | str = OutputMode.ORDERED,
     capacity: int = DEFAULT_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,

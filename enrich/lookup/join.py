@@ -33,6 +33,7 @@ from ..engine.retry import RetryStrategy
 from .batcher import Batcher
 from .cache import CacheStatistics, LookupCache
 from .delivery import Delivery
+from .full_cache import FullCache
 from .joined import NULL_KEY, Failed
 from .keys import BadKey, admit_keys
 from .metrics import JoinMetrics
@@ -62,7 +63,8 @@ class LookupJoin(AsyncFunction):
             (a row with null fields), "drop" (no row), or "error_column" (a row with
             null fields and the reason).
         cache: a :class:`~enrich.LookupCache`, shared by every join of the process that
-            uses the same cache and source.
+            uses the same cache and source; or a :class:`~enrich.FullCache`: the source
+            is then asked nothing per key, the process's snapshot answers.
         retry: per-key retries (on errors the error calls retryable, and on misses with
             ``retry_on_result``); a retry is made for the rows whose deadline it starts
             before (for the others the last outcome stands), never reads the cache.
@@ -86,7 +88,7 @@ class LookupJoin(AsyncFunction):
         *,
         how: str = "left",
         on_error: str = "fail",
-        cache: LookupCache | None = None,
+        cache: LookupCache | FullCache | None = None,
         retry: RetryStrategy | None = None,
         timeout: float | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
@@ -112,6 +114,11 @@ class LookupJoin(AsyncFunction):
         return join
 
     def _setup(self, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> None:
+        if isinstance(settings.cache, FullCache):  # the snapshot answers: no store to fill
+            from .full_source import with_full_cache  # pyarrow, only when used
+
+            source = with_full_cache(source, settings.cache, clock)
+            settings = settings.without_cache()
         self.settings = settings
         self.source = source
         self.how = settings.how
@@ -124,7 +131,9 @@ class LookupJoin(AsyncFunction):
         self._clock = clock
         self._store: Any = None
         self._registry = Registry()
-        self._delivery = Delivery(settings.how, settings.on_error, self.metrics, self._registry)
+        self._delivery = Delivery(
+            settings.how, settings.on_error, self.metrics, self._registry, repr(source)
+        )
         self._settler = Settler(settings, self.metrics, self._registry, self._delivery)
         self._batcher = self._settler.batcher = Batcher(
             source,
@@ -146,7 +155,7 @@ class LookupJoin(AsyncFunction):
         if self._clock is None:
             self._clock = LoopClock(loop)
         self._batcher.open(loop, self._clock)
-        if self.cache is not None:
+        if isinstance(self.cache, LookupCache):
             self._store = self.cache.storage(_scope(self.source))
         self._settler.open(self._clock, self._store)
 

@@ -9,11 +9,14 @@ from typing import Any
 
 from .._errors import LookupTimeout
 from .cache import MISS
+from .log_limit import LogLimit
 from .metrics import JoinMetrics
 
 log = logging.getLogger("enrich.lookup")
 
-_LOGGED_ERRORS = 5  # error rows logged per join before going quiet (metrics keep counting)
+# Failed rows are logged a few per store and minute in each process (the metrics count
+# them all): a store that is down fails every row of every batch.
+FAILED_ROWS = LogLimit()
 
 NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
 
@@ -63,13 +66,15 @@ def assemble(
     policy: str,
     metrics: JoinMetrics,
     only: list[int] | None = None,
+    store: str = "",
 ) -> JoinedChunk:
     """The output rows of a chunk, in row order, from its keys' answers; counts misses,
     null keys and errors in ``metrics``. Raises a row's error under ``policy="fail"``.
 
     ``simple`` says every answer is a single row (a tuple): then the rows line up with
     the keys as they are. ``only`` restricts the output to those input rows (ascending),
-    for a chunk whose rows leave in parts.
+    for a chunk whose rows leave in parts. ``store`` names the source in the log's
+    failed-row lines, which :data:`FAILED_ROWS` limits per store.
     """
     positions: list[int] | range
     if only is None:
@@ -111,9 +116,16 @@ def assemble(
                 metrics.timeouts += 1
             if policy == "fail":
                 raise state.error
-            if sum(metrics.errors.values()) <= _LOGGED_ERRORS:
+            held = FAILED_ROWS.admit(store)
+            if held is not None:
+                # The policy is not named: a job may route an error column elsewhere
+                # (its dead letter), and says so in its own lines.
                 log.warning(
-                    "lookup of row %d failed (%s, policy %s): %s", i, kind, policy, state.error
+                    "lookup of row %d failed (%s): %s%s",
+                    i,
+                    kind,
+                    state.error,
+                    f" ({held} more failed rows not logged)" if held else "",
                 )
             if policy != "drop":
                 indices.append(i)

@@ -23,8 +23,12 @@ Semantics (those of the per-row join, see the README's table):
 Decoding happens on the task thread where it can: a source with ``fetch_arrow`` (see
 :class:`~enrich.lookup.columnar.ColumnarSource`) hands the loop's raw replies over with
 a decode step, which the task thread runs when it assembles the chunk, so the loop thread
-only makes requests. A join with a cache or retries needs the decoded answer on the loop
-(to store it, to see which keys to ask again) and decodes there.
+only makes requests. With a cache, the loop probes the store when the chunk is admitted
+(taking the hits' rows then), the task thread decodes the fetched answer and merges it
+with the hits, and hands the decoded answer back to the loop, which fills the store (a
+chunk admitted before that fill asks those keys again, as for any key pending in two
+chunks). A join with retries needs the decoded answer on the loop (to see which keys to
+ask again) and decodes, fills and merges there.
 
 The calls themselves are :mod:`enrich.lookup.lane_calls`; a cache is probed, filled and
 merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane_cache`), in the store
@@ -128,6 +132,8 @@ class ColumnarLane:
         self.metrics = metrics
         self.retry = retry
         self._calls = LaneCalls(source, struct_type, timeout, max_batch)
+        self._store_name = repr(source)  # failed-row warnings are limited per store
+        self._filled: Future[None] | None = None  # the last fill handed to the loop
 
     def run(
         self, chunks: Iterable[tuple[Any, pa.Array]]
@@ -154,6 +160,8 @@ class ColumnarLane:
                 self.metrics.coalesced += size - indices.null_count - len(distinct)
             while pending:
                 yield self._assemble(pending.popleft())
+            if self._filled is not None:  # the store holds the run's answers when it ends
+                self._filled.result()
         finally:
             for item in pending:
                 item.future.cancel()
@@ -172,31 +180,40 @@ class ColumnarLane:
         probe = None
         ask = distinct
         if store is not None and len(distinct):
-            probe = CacheProbe.of(store, distinct, started)
+            probe = CacheProbe.of(store, distinct, started, self.struct_type)
             resolved.cache_hits = probe.hits
             resolved.cache_misses = len(probe.ask_positions)
             ask = probe.ask
         fetched = None
         if len(ask):
             parts = await calls.attempt(ask, 1, deadline, resolved)
-            if store is None and self.retry is None:
-                resolved.parts = parts  # decoded by the task thread (module docstring)
+            if self.retry is None:
+                # Decoded by the task thread (module docstring), which also merges the
+                # cache's hits and hands the fill back to this loop (_fill).
+                resolved.parts = parts
+                resolved.probe = probe
                 return resolved
             fetched = calls.settle(parts)
-            if self.retry is not None:
 
-                async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
-                    return calls.settle(await calls.attempt(keys, number, deadline, resolved))
+            async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
+                return calls.settle(await calls.attempt(keys, number, deadline, resolved))
 
-                fetched, resolved.retries = await with_retries(
-                    again, ask, fetched, self.retry, deadline
-                )
+            fetched, resolved.retries = await with_retries(
+                again, ask, fetched, self.retry, deadline
+            )
         if store is not None and probe is not None:
             probe.fill(store, fetched, loop.time())
             resolved.answer = probe.merge(fetched, self.struct_type)
         elif fetched is not None:
             resolved.answer = fetched
         return resolved
+
+    async def _fill(self, probe: CacheProbe, fetched: ColumnarAnswer) -> None:
+        """Cache a chunk's fetched answer (on the loop, at the time it runs)."""
+        if self.cache is None:  # pragma: no cover - a probe means a cache
+            return
+        store = self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
+        probe.fill(store, fetched, asyncio.get_running_loop().time())
 
     # -- on the task thread --------------------------------------------------------------
 
@@ -210,7 +227,16 @@ class ColumnarLane:
         metrics.cache_hits += resolved.cache_hits
         metrics.cache_misses += resolved.cache_misses
         metrics.retries += resolved.retries
-        answer = resolved.answer if resolved.parts is None else self._calls.settle(resolved.parts)
+        if resolved.parts is None:
+            answer = resolved.answer
+        else:
+            answer = self._calls.settle(resolved.parts)
+            probe = resolved.probe
+            if probe is not None:
+                self._filled = asyncio.run_coroutine_threadsafe(
+                    self._fill(probe, answer), get_loop()
+                )
+                answer = probe.merge(answer, self.struct_type)
         if not answer.is_simple():
             return self._per_row(item, answer)
         structs = answer.rows.take(item.indices)
@@ -239,4 +265,13 @@ class ColumnarLane:
                 row = rows[position]
                 answers[key] = MISS if row is None else row
         keys = [None if i is None else distinct[i] for i in item.indices.to_pylist()]
-        return assemble(item.tag, keys, answers, False, self.how, self.on_error, self.metrics)
+        return assemble(
+            item.tag,
+            keys,
+            answers,
+            False,
+            self.how,
+            self.on_error,
+            self.metrics,
+            store=self._store_name,
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,7 +40,9 @@ class Resolved:
     """What the loop found for a chunk's distinct keys, and its counters.
 
     ``parts``, when set, are the answer still to settle on the task thread (aligned with
-    the distinct keys, in order); otherwise ``answer`` is the answer."""
+    the asked keys, in order), and ``probe`` what the cache held for the other keys
+    (a :class:`~enrich.lookup.lane_cache.CacheProbe`, or None without a cache);
+    otherwise ``answer`` is the answer."""
 
     answer: ColumnarAnswer
     parts: list[Part] | None = None
@@ -49,6 +52,7 @@ class Resolved:
     cache_hits: int = 0
     cache_misses: int = 0
     retries: int = 0
+    probe: Any = None
 
 
 class LaneCalls:

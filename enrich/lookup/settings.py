@@ -8,6 +8,7 @@ operator, a Spark worker) receives that object and never checks it again.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
 from .cache import LookupCache
+from .full_cache import FullCache
 
 HOWS = ("left", "inner")
 ON_ERROR = ("fail", "null", "drop", "error_column")
@@ -48,7 +50,8 @@ class JoinSettings:
         timeout: seconds a row has, from admission to its final answer, retries included
             (None: no limit).
         retry: per-key retries (a :class:`~enrich.RetryStrategy`), or None.
-        cache: a per-process :class:`~enrich.LookupCache`, or None.
+        cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
+            :class:`~enrich.FullCache` (the whole dimension, reloaded), or None.
         max_batch: keys in one request (one ``lookup_many`` call) at most; a chunk's keys
             may take several requests, and keys of several chunks may share one.
         on: the key fields (row fields or column names), a tuple of one or more; empty
@@ -66,7 +69,7 @@ class JoinSettings:
     capacity: int
     timeout: float | None
     retry: RetryStrategy | None
-    cache: LookupCache | None
+    cache: LookupCache | FullCache | None
     max_batch: int
     on: tuple[str, ...]
     prefix: str
@@ -81,7 +84,7 @@ class JoinSettings:
         capacity: int = DEFAULT_CAPACITY,
         timeout: float | None = DEFAULT_TIMEOUT,
         retry: RetryStrategy | None = None,
-        cache: LookupCache | None = None,
+        cache: LookupCache | FullCache | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         on: str | Sequence[str] | None = None,
         prefix: str = "",
@@ -94,7 +97,9 @@ class JoinSettings:
             "capacity": check_int("capacity", capacity),
             "timeout": check_seconds("timeout", timeout),
             "retry": check_instance("retry", retry, RetryStrategy, "a RetryStrategy"),
-            "cache": check_instance("cache", cache, LookupCache, "a LookupCache"),
+            "cache": check_instance(
+                "cache", cache, (LookupCache, FullCache), "a LookupCache, a FullCache"
+            ),
             "max_batch": check_int("max_batch", max_batch),
             "on": _check_on(on),
             "prefix": _check_str("prefix", prefix, empty=True),
@@ -102,6 +107,13 @@ class JoinSettings:
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+
+    def without_cache(self) -> JoinSettings:
+        """These settings with ``cache=None`` (a full cache, once its source is wrapped
+        in a :class:`~enrich.lookup.full_source.FullCacheSource`, needs no store)."""
+        settings = copy.copy(self)
+        object.__setattr__(settings, "cache", None)
+        return settings
 
     @property
     def chunk_rows(self) -> int:

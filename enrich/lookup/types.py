@@ -4,6 +4,8 @@ The types are Spark SQL's: scalars (``string``, ``tinyint`` ... ``bigint``, ``fl
 ``double``, ``decimal(p,s)``, ``boolean``, ``binary``, ``date``, ``timestamp``,
 ``timestamp_ntz``) and nested ``array<T>``, ``map<K,V>`` and ``struct<a: T, ...>``.
 :mod:`enrich.lookup.ddl` parses DDL text into them; ``str(t)`` is the canonical DDL.
+The parser builds these types, so this module does not import it: it registers itself
+here (:func:`read_ddl_with`) when imported, which importing :mod:`enrich` always does.
 
 Nothing here imports pyarrow or pyspark: :mod:`enrich.lookup.arrow_types` and
 :func:`enrich.spark.spark_type` map these types to theirs.
@@ -12,6 +14,7 @@ Nothing here imports pyarrow or pyspark: :mod:`enrich.lookup.arrow_types` and
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +133,7 @@ class Field:
         if not isinstance(self.name, str) or not self.name:
             raise SchemaError(f"a field name must be a non-empty string, got {self.name!r}")
         if isinstance(self.type, str):
-            from .ddl import parse_type  # the parser builds these types: import it late
-
-            object.__setattr__(self, "type", parse_type(self.type, field=self.name))
+            object.__setattr__(self, "type", _parse_type(self.type, field=self.name))
         elif not isinstance(self.type, DataType):
             raise SchemaError(f"field {self.name!r}: not a type: {self.type!r}")
 
@@ -163,3 +164,20 @@ def check_unique(names: Any) -> None:
         if name.lower() in seen:
             raise SchemaError(f"field {name!r} appears twice")
         seen.add(name.lower())
+
+
+def _no_parser(text: str, *, field: str | None = None) -> DataType:
+    raise SchemaError(  # pragma: no cover - importing enrich registers the parser
+        f"field {field!r}: DDL text {text!r} needs enrich.lookup.ddl, which was not imported"
+    )
+
+
+# DDL text -> type, for ``Field(name, "text")``: enrich.lookup.ddl's parse_type.
+_parse_type: Callable[..., DataType] = _no_parser
+
+
+def read_ddl_with(parse_type: Callable[..., DataType]) -> None:
+    """Make ``parse_type(text, field=name)`` the reader of DDL text given as a field's
+    type (called once, by :mod:`enrich.lookup.ddl` when it is imported)."""
+    global _parse_type
+    _parse_type = parse_type

@@ -48,6 +48,7 @@ from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup import types
 from ..lookup.cache import LookupCache
 from ..lookup.ddl import parse_type
+from ..lookup.full_cache import FullCache
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
@@ -127,12 +128,13 @@ def lookup_join(
     capacity: int = DEFAULT_SPARK_CAPACITY,
     timeout: float | None = DEFAULT_TIMEOUT,
     retry: RetryStrategy | None = None,
-    cache: LookupCache | None = None,
+    cache: LookupCache | FullCache | None = None,
     on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
     prefix: str = "",
     error_column: str = "enrich_error",
     name: str | None = None,
+    shuffle: bool | int = False,
 ) -> DataFrame:
     """Join every row of ``df`` with the rows its key finds in ``source``.
 
@@ -159,7 +161,10 @@ def lookup_join(
             measured on Redis.
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
-        cache: a per-process :class:`~enrich.LookupCache`, or None.
+        cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
+            :class:`~enrich.FullCache` (the whole dimension per executor process,
+            reloaded on a schedule; keys absent from it are misses, asked nothing), or
+            None.
         on_error: what a row whose lookup failed becomes: "fail" (the task fails),
             "null" (null dimension columns), "drop" (no row), "error_column" (null
             dimension columns and the reason in ``error_column``).
@@ -171,6 +176,13 @@ def lookup_join(
         error_column: the reason column's name (``on_error="error_column"`` only).
         name: the join's name for metrics (default ``"lookup_<n>"``, see
             :func:`join_names`); joins sharing a name add up their metrics.
+        shuffle: key affinity (Flink's ``LOOKUP('shuffle' = 'true')``): route the rows by
+            their key first (``df.repartition(n, *on)``), so that all rows of a key are
+            looked up by one task, and each executor's cache holds its own share of the
+            keys instead of every executor caching the same hot keys. True: into
+            ``spark.sql.shuffle.partitions`` partitions; an int: into that many. It
+            costs a shuffle (see docs/spark.md for when it pays, and what "ordered"
+            means after it).
 
     Returns:
         ``df``'s columns followed by the schema's fields (named ``prefix + field``, with
@@ -207,6 +219,7 @@ def lookup_join(
     )
     positions = _key_positions(df.columns, settings.on, on)
     check_key_columns(df.schema, positions)
+    df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
     columns = tuple(prefix + f for f in source.schema.names)
     added = [*columns, error_column] if settings.with_error else list(columns)
     _check_collisions(df.columns, added)
@@ -227,6 +240,19 @@ def lookup_join(
         fields.append(StructField(error_column, StringType(), nullable=True))
     schema = StructType([*df.schema.fields, *fields])
     return df.mapInArrow(partial(enrich_batches, plan), schema)
+
+
+def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:
+    """``df`` hash-partitioned by ``columns`` (``shuffle`` True: into
+    ``spark.sql.shuffle.partitions`` partitions; an int: into that many), or ``df``
+    itself when ``shuffle`` is False."""
+    if shuffle is False:
+        return df
+    if shuffle is True:
+        return df.repartition(*[df[c] for c in columns])
+    if isinstance(shuffle, bool) or not isinstance(shuffle, int) or shuffle < 1:
+        raise ValueError(f"shuffle must be True, False or a partition count >= 1, got {shuffle!r}")
+    return df.repartition(shuffle, *[df[c] for c in columns])
 
 
 def _join_name(name: str | None) -> str:

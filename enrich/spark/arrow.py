@@ -19,7 +19,10 @@ import pyarrow as pa
 
 from ..engine.wait import AsyncWaitIterator
 from ..lookup.arrow_types import arrow_schema
+from ..lookup.cache import LookupCache
 from ..lookup.columnar import ColumnarSource
+from ..lookup.full_cache import FullCache
+from ..lookup.full_source import with_full_cache
 from ..lookup.iterators import join_chunks
 from ..lookup.joined import JoinedChunk
 from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
@@ -57,6 +60,11 @@ class JoinPlan:
     columns: tuple[str, ...]
     settings: JoinSettings = field(default_factory=JoinSettings)
     accumulator: Any = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.settings.cache, FullCache):  # the snapshot answers every key
+            object.__setattr__(self, "source", with_full_cache(self.source, self.settings.cache))
+            object.__setattr__(self, "settings", self.settings.without_cache())
 
     @property
     def with_error(self) -> bool:
@@ -99,7 +107,7 @@ class JoinPlan:
             pa.struct(fields),
             how=settings.how,
             on_error=settings.on_error,
-            cache=settings.cache,
+            cache=settings.cache if isinstance(settings.cache, LookupCache) else None,
             timeout=settings.timeout,
             capacity=settings.capacity,
             max_batch=settings.max_batch,

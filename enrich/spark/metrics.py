@@ -190,7 +190,19 @@ class EnrichMetricsListener(StreamingQueryListener):
         self._log = logger or log
         self._last: dict[str, JoinMetrics] = {}
         self._lock = threading.Lock()
+        self._heard = threading.Condition(self._lock)
+        self._latest: dict[str, int] = {}  # query id -> the latest batch id heard of
         self.batches = 0
+
+    def wait_for(self, query_id: str, batch_id: int, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the progress of micro-batch
+        ``batch_id`` of query ``query_id`` has been logged; whether it was.
+
+        Spark's listener bus delivers progress a moment after the query reports it:
+        a job waits here before its closing summary, so that the summary comes last.
+        """
+        with self._heard:
+            return self._heard.wait_for(lambda: self._latest.get(query_id, -1) >= batch_id, timeout)
 
     def last_batch(self, name: str) -> JoinMetrics | None:
         """The numbers of join ``name`` in the latest micro-batch that used it."""
@@ -216,8 +228,10 @@ class EnrichMetricsListener(StreamingQueryListener):
                 name,
                 metrics.summary(),
             )
-        with self._lock:
+        with self._heard:
             self.batches += 1
+            self._latest[query] = max(batch, self._latest.get(query, -1))
+            self._heard.notify_all()
 
     def onQueryIdle(self, event: Any) -> None:
         pass

@@ -13,13 +13,23 @@ take effect, or none does. A batch id at or below the marker is skipped (its sta
 only deleted). Every run of the script also deletes the staging of earlier batches and
 of other attempts of this batch: what crashed attempts left behind.
 
-Needs a standalone Redis (or a cluster client that routes every key to one node): a
-script may only touch keys of one node.
+The script first checks that each staging list holds the number of operations its task
+reported (``LLEN`` against the count the commit passes in): a list that is short or gone
+(a Redis restarted without persistence between the write and the commit, a list deleted
+or expired by ``stagingTtl``) makes it publish nothing, advance no marker and delete no
+staging, and :func:`commit` raises :class:`StagingMismatch` naming the batch, the list,
+and the counts expected and found.
+
+Needs a standalone Redis: a script may only touch keys of one node, so the sink refuses
+a Redis Cluster in transactional mode when the query starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from enrich import EnrichError
 
 PREFIX = "enrich:sink"
 PAGE = 1000  # staged operations read per LRANGE inside the script
@@ -48,9 +58,35 @@ def staging_key(identity: str, batch: str, partition: int, attempt: str) -> str:
     return f"{staging_prefix(identity)}{batch}:{partition}:{attempt}"
 
 
+class StagingMismatch(EnrichError, RuntimeError):
+    """A batch's staging does not hold what its tasks staged: nothing was published.
+
+    Attributes:
+        batch: the batch id (or a batch write's token).
+        staging: the staging list that differs.
+        expected: the operations its task reported.
+        found: the operations the list holds (0: the list is gone).
+    """
+
+    retryable = False
+
+    def __init__(self, batch: str, staging: str, expected: int, found: int) -> None:
+        super().__init__(
+            f"redis sink: batch {batch} not committed, nothing published: staging list "
+            f"{staging!r} holds {found} operations, its task staged {expected} (was Redis "
+            "restarted without persistence, or the list deleted or expired, between the "
+            "write and the commit?). Restart the query: the batch is replayed from its "
+            "source offsets."
+        )
+        self.batch, self.staging, self.expected, self.found = batch, staging, expected, found
+
+
 # KEYS: marker, index, staging lists of the batch.
 # ARGV: batch id ("" for a batch write: no marker), staging prefix, this batch's own
-# staging prefix (other attempts of it are cleaned), page size.
+# staging prefix (other attempts of it are cleaned), page size, then the number of
+# operations each staging list must hold, in KEYS order.
+# Returns {skipped, applied, cleaned}, or {-1, n, found}: staging list n (from 1) holds
+# `found` operations, not the expected count, and nothing was changed.
 COMMIT_SCRIPT = """
 local batch = tonumber(ARGV[1])
 local skipped = 0
@@ -61,6 +97,10 @@ if batch then
 end
 local page = tonumber(ARGV[4])
 if skipped == 0 then
+  for i = 3, #KEYS do
+    local found = redis.call('LLEN', KEYS[i])
+    if found ~= tonumber(ARGV[i + 2]) then return {-1, i - 2, found} end
+  end
   for i = 3, #KEYS do
     local n = redis.call('LLEN', KEYS[i])
     local pos = 0
@@ -120,7 +160,12 @@ return 0
 
 
 def commit(
-    client: Any, identity: str, batch: str, staged: list[str], *, marked: bool
+    client: Any,
+    identity: str,
+    batch: str,
+    staged: Sequence[tuple[str, int]],
+    *,
+    marked: bool,
 ) -> tuple[bool, int, int]:
     """Publish the staged lists of ``batch`` atomically.
 
@@ -128,26 +173,35 @@ def commit(
         client: a synchronous redis client.
         identity: the writer's identity.
         batch: the batch id (streaming) or the write's token (batch writes).
-        staged: the staging lists of the batch's successful task attempts.
+        staged: the staging lists of the batch's successful task attempts, each with the
+            number of operations its task staged.
         marked: whether to check and advance the committed-batch marker (streaming).
 
     Returns:
         ``(skipped, operations applied, leftover staging lists deleted)``; ``skipped``
         is true when ``batch`` was already committed.
+
+    Raises:
+        StagingMismatch: a staging list does not hold what its task staged; nothing was
+            published and the marker did not move.
     """
-    result = client.eval(
-        COMMIT_SCRIPT,
-        2 + len(staged),
-        marker_key(identity),
-        index_key(identity),
-        *staged,
-        batch if marked else "",
-        staging_prefix(identity),
-        f"{staging_prefix(identity)}{batch}:",
-        PAGE,
+    lists = [name for name, _ in staged]
+    # EVALSHA (loading the script once per server): the script is not resent per batch.
+    result = client.register_script(COMMIT_SCRIPT)(
+        keys=[marker_key(identity), index_key(identity), *lists],
+        args=[
+            batch if marked else "",
+            staging_prefix(identity),
+            f"{staging_prefix(identity)}{batch}:",
+            PAGE,
+            *(rows for _, rows in staged),
+        ],
     )
-    skipped, applied, cleaned = (int(x) for x in result)
-    return bool(skipped), applied, cleaned
+    first, second, third = (int(x) for x in result)
+    if first < 0:
+        name, expected = staged[second - 1]
+        raise StagingMismatch(batch, name, expected, third)
+    return bool(first), second, third
 
 
 def abort(client: Any, identity: str, batch: str, staged: list[str]) -> None:

@@ -67,8 +67,41 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     """
     import redis
 
+    options = _options(url)
+    options.update(kwargs)
+    return redis.Redis(**options)
+
+
+def connect_cluster(url: str) -> redis.RedisCluster:
+    """A synchronous Redis Cluster client discovering the cluster from the node ``url``."""
+    import redis
+
+    options = _options(url)
+    del options["db"]  # a cluster has database 0 only
+    return redis.RedisCluster(**options)
+
+
+def is_cluster(url: str) -> bool:
+    """Whether the server at ``url`` is a Redis Cluster node (``INFO cluster``).
+
+    False when it cannot be reached: the writes that follow report that failure.
+    """
+    import redis
+
+    try:
+        client = connect(url, socket_timeout=10.0)
+        try:
+            info = client.info("cluster")
+        finally:
+            client.close()
+    except redis.RedisError:
+        return False
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+def _options(url: str) -> dict[str, Any]:
     where = endpoint(url)
-    options: dict[str, Any] = {
+    return {
         "host": where.host,
         "port": where.port,
         "db": where.db,
@@ -78,5 +111,3 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
         "socket_timeout": SOCKET_TIMEOUT,
         "socket_connect_timeout": 10.0,
     }
-    options.update(kwargs)
-    return redis.Redis(**options)

@@ -2,7 +2,8 @@
 two phases.
 
 Options:
-    url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS).
+    url: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS); a Redis
+        Cluster node's URL in mode ``idempotent`` (the cluster is found from the node).
     stream | key: the target. ``stream``: append each row as an entry. ``key``: a
         template over the row's columns (``"order:{order_id}"``) naming the key each row
         upserts; ``value`` is ``hash`` (default) or ``json``.
@@ -26,30 +27,55 @@ and the same source offsets):
   (:mod:`~enrich.spark.redis_commit`); the driver's ``commit`` publishes the whole batch
   and records its id in one Lua script. A batch id already committed is skipped, so
   appends are exactly-once and upserts atomic per batch; ``abort`` deletes staging only.
+  The commit publishes nothing and fails the batch when a staging list does not hold
+  the rows its task reported (:class:`~enrich.spark.redis_commit.StagingMismatch`). A
+  Redis Cluster is refused when the query starts (a script touches keys of one node).
+
+Values are encoded by :mod:`~enrich.spark.sink_codec`: ``RedisLookup`` with the same
+schema reads them back unchanged.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
-from . import redis_commit, redis_options, sink_hooks
+from . import redis_commit, redis_options, sink_columns, sink_hooks
+from .sink_codec import pack
 from .sink_rows import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
 
 CHUNK = 500  # operations per pipelined round trip
+
+# KEYS: a hash. ARGV: its new fields and values. Replaces the hash in one step.
+REPLACE_HASH = """
+redis.call('DEL', KEYS[1])
+if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return 0
+"""
+
+CLUSTER_TRANSACTIONAL = (
+    'the "redis" sink in mode "transactional" cannot write to a Redis Cluster ({url}): its '
+    "commit is one Lua script publishing the whole batch with its marker, and a script may "
+    "only touch keys of one node, while the batch's keys are spread over the cluster's "
+    'slots. Use .option("mode", "idempotent") (keyed upserts stay exactly-once in effect; '
+    "stream appends become at-least-once), or a standalone Redis for this sink"
+)
 
 
 @dataclass
@@ -75,39 +101,54 @@ def _task() -> tuple[int, str, str | None]:
     return context.partitionId(), f"{context.taskAttemptId()}-{nonce}", batch
 
 
-def _json(op: list[str]) -> str:
-    import json
-
-    return json.dumps(op, separators=(",", ":"), ensure_ascii=False)
+def _rows(items: Iterator[Any]) -> Iterator[Sequence[Any]]:
+    """Rows from what Spark hands ``write()``: Arrow record batches (the writers below
+    are Arrow writers: a batch keeps timestamps as instants, where a ``Row`` has a naive
+    local time), or ``Row`` objects (a caller of ``write()`` may pass those)."""
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            yield from zip(*(column.to_pylist() for column in item.columns), strict=True)
+        else:
+            yield item
 
 
 class _RedisWriter:
     """The executor half, shared by batch and streaming writes."""
 
-    def __init__(self, settings: SinkSettings, schema: StructType, token: str | None) -> None:
+    def __init__(
+        self, settings: SinkSettings, schema: StructType, token: str | None, cluster: bool = False
+    ) -> None:
         self.settings = settings
-        self.columns = [f.name for f in schema.fields]
-        RowEncoder(settings, self.columns)  # a bad key template fails on the driver
+        self.schema = schema
+        RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
+        self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
 
-    def _write(self, rows: Iterator[Any]) -> StagedPart:
+    def _write(self, items: Iterator[Any]) -> StagedPart:
         partition, attempt, batch_id = _task()
         batch = batch_id if batch_id is not None else self.token
         sink_hooks.pause_if_asked("before_write", batch_id)
-        encoder = RowEncoder(self.settings, self.columns)
+        encoder = RowEncoder(self.settings, self.schema)
+        rows = _rows(items)
+        if self.cluster:
+            cluster = redis_options.connect_cluster(self.settings.url)
+            try:
+                return StagedPart(None, self._apply(cluster, encoder, rows, batch_id, True))
+            finally:
+                cluster.close()
         client = redis_options.connect(self.settings.url)
         try:
             if self.settings.mode is SinkMode.IDEMPOTENT:
-                return StagedPart(None, self._apply(client, encoder, rows, batch_id))
+                return StagedPart(None, self._apply(client, encoder, rows, batch_id, False))
             assert batch is not None
             identity = self.settings.identity
             staging = redis_commit.staging_key(identity, batch, partition, attempt)
             # Indexed first, so a crash in the middle leaves a list the next commit finds.
             client.sadd(redis_commit.index_key(identity), staging)
             count = 0
-            for chunk in _chunks(encoder, rows):
+            for chunk in _staged_chunks(encoder, items):
                 pipe = client.pipeline(transaction=False)
-                pipe.rpush(staging, *map(_json, chunk))
+                pipe.rpush(staging, *chunk)
                 pipe.expire(staging, self.settings.staging_ttl)
                 pipe.execute()
                 count += len(chunk)
@@ -117,14 +158,22 @@ class _RedisWriter:
             client.close()
 
     @staticmethod
-    def _apply(client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any) -> int:
+    def _apply(
+        client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any, cluster: bool
+    ) -> int:
+        """Write the rows directly: a chunk per ``MULTI`` on a standalone Redis; on a
+        cluster (no ``MULTI`` across slots) a pipeline per node, each hash replaced by
+        one script call on its key, so a reader never sees a hash half replaced."""
         count = 0
         for chunk in _chunks(encoder, rows):
-            pipe = client.pipeline(transaction=True)
+            pipe = client.pipeline(transaction=not cluster)
             for op in chunk:
                 kind, key, *rest = op
                 if kind == "x":
                     pipe.xadd(key, dict(zip(rest[::2], rest[1::2], strict=True)))
+                elif kind == "h" and cluster:
+                    # ClusterPipeline blocks .eval(); the command itself routes by its key.
+                    pipe.execute_command("EVAL", REPLACE_HASH, 1, key, *rest)
                 elif kind == "h":
                     pipe.delete(key)
                     if rest:
@@ -139,7 +188,7 @@ class _RedisWriter:
     def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
             return
-        staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
+        staged = [(m.staging, m.rows) for m in messages if isinstance(m, StagedPart) and m.staging]
         client = redis_options.connect(self.settings.url)
         try:
             skipped, applied, cleaned = redis_commit.commit(
@@ -167,8 +216,26 @@ class _RedisWriter:
             client.close()
 
 
-def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]]]:
-    chunk: list[list[str]] = []
+def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[bytes]]:
+    """Packed operations in chunks of at most ``CHUNK``: an Arrow batch's built a column
+    at a time (:mod:`~enrich.spark.sink_columns`) where it can, the rest row by row."""
+    columnar = sink_columns.is_columnar(encoder)
+    rows: list[Any] = []
+    for item in items:
+        if not isinstance(item, pa.RecordBatch):
+            rows.append(item)
+            continue
+        ops = sink_columns.staged_operations(encoder, item) if columnar else None
+        if ops is None:
+            ops = [pack(encoder.encode(row)) for row in _rows(iter([item]))]
+        for start in range(0, len(ops), CHUNK):
+            yield ops[start : start + CHUNK]
+    for chunk in _chunks(encoder, iter(rows)):
+        yield [pack(op) for op in chunk]
+
+
+def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str | bytes]]]:
+    chunk: list[list[str | bytes]] = []
     for row in rows:
         chunk.append(encoder.encode(row))
         if len(chunk) >= CHUNK:
@@ -178,7 +245,7 @@ def _chunks(encoder: RowEncoder, rows: Iterator[Any]) -> Iterator[list[list[str]
         yield chunk
 
 
-class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
+class RedisStreamWriter(_RedisWriter, DataSourceStreamArrowWriter):
     """Streaming writes: one transaction per micro-batch (see the module docstring)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
@@ -193,7 +260,7 @@ class RedisStreamWriter(_RedisWriter, DataSourceStreamWriter):
         self._abort(messages, str(batchId))
 
 
-class RedisBatchWriter(_RedisWriter, DataSourceWriter):
+class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
     """``df.write.format("redis")``: the whole write is one transaction (no marker)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
@@ -220,7 +287,8 @@ class RedisSinkDataSource(DataSource):
         return "redis"
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}")
+        cluster = self._cluster()
+        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}", cluster)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -228,4 +296,14 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
-        return RedisStreamWriter(self.settings, schema, None)
+        return RedisStreamWriter(self.settings, schema, None, self._cluster())
+
+    def _cluster(self) -> bool:
+        """Whether the target is a Redis Cluster (asked once, on the driver, before any
+        task): refused in mode transactional, with the reason and the alternative."""
+        cluster = redis_options.is_cluster(self.settings.url)
+        if cluster and self.settings.mode is SinkMode.TRANSACTIONAL:
+            raise ValueError(
+                CLUSTER_TRANSACTIONAL.format(url=redis_options.masked(self.settings.url))
+            )
+        return cluster

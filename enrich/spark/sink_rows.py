@@ -1,30 +1,32 @@
 """Rows to Redis writes: the options of the ``redis`` sink and how each row is written.
 
-A row becomes one operation, a list ``[kind, key, *arguments]`` of strings:
+A row becomes one operation, a list ``[kind, key, *arguments]`` of text (or bytes: binary
+values in hash fields and entries):
 
 - ``["x", stream, field, value, ...]``: append an entry to a stream (``XADD *``);
 - ``["h", key, field, value, ...]``: replace a hash (``DEL`` then ``HSET``);
 - ``["s", key, json]``: set a string key to the row as a JSON object.
 
-Null columns are left out of entries and hashes (Redis has no null); JSON keeps them as
-``null``. Values are written as text: booleans as ``true``/``false``, floats with
-``repr`` (round-trips), dates and timestamps in ISO 8601, binary as UTF-8. Rows whose
-error column (``lookup_join(..., on_error="error_column")``) is set go to the
-``dead_letter`` stream instead, when one is configured.
+Values are encoded by :mod:`enrich.spark.sink_codec` (its table says how each type is
+written), so that ``RedisLookup`` with the same schema reads them back unchanged. Null
+columns are left out of entries and hashes (Redis has no null); JSON keeps them as
+``null``. Rows whose error column (``lookup_join(..., on_error="error_column")``) is set
+go to the ``dead_letter`` stream instead, when one is configured.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import json
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from json.encoder import encode_basestring
 from typing import Any
 
-from . import redis_options
+from pyspark.sql.types import StructType
+
+from . import redis_options, sink_codec
 
 FORMAT = "redis"
 DEFAULT_ERROR_COLUMN = "enrich_error"
@@ -110,36 +112,14 @@ class SinkSettings:
         )
 
 
-def text(value: Any) -> str:
-    """A column value as the text Redis stores."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(_plain(value), default=str)
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "asDict"):  # a nested Row
-        return value.asDict(recursive=True)
-    return value
-
-
 class RowEncoder:
     """Turns rows of one schema into operations (see the module docstring)."""
 
-    def __init__(self, settings: SinkSettings, columns: Sequence[str]) -> None:
+    def __init__(self, settings: SinkSettings, schema: StructType) -> None:
         self.settings = settings
-        self.columns = list(columns)
-        self._error = (
+        self.schema = schema
+        self.columns = [f.name for f in schema.fields]
+        self.error_index = self._error = (
             self.columns.index(settings.error_column)
             if settings.dead_letter and settings.error_column in self.columns
             else None
@@ -147,9 +127,24 @@ class RowEncoder:
         self._key_fields: list[tuple[str, int]] = []
         if settings.key is not None:
             self._key_fields = _template_fields(settings.key, self.columns)
+        self._field_specs = [
+            (name, sink_codec.field_encoder(f.dataType))
+            for name, f in zip(self.columns, schema.fields, strict=True)
+        ]
+        self._json_specs = [
+            (encode_basestring(name) + ":", sink_codec.json_encoder(f.dataType))
+            for name, f in zip(self.columns, schema.fields, strict=True)
+        ]
+        self._key_text = [
+            sink_codec.field_encoder(schema.fields[index].dataType) for _, index in self._key_fields
+        ]
 
-    def encode(self, row: Sequence[Any]) -> list[str]:
-        """The operation writing ``row``.
+    def field_type(self, index: int) -> Any:
+        """The Spark type of column ``index``."""
+        return self.schema.fields[index].dataType
+
+    def encode(self, row: Sequence[Any]) -> list[str | bytes]:
+        """The operation writing ``row`` (a Row or a tuple of values in column order).
 
         Raises:
             ValueError: a key column is null (the message names the column and the row).
@@ -161,29 +156,38 @@ class RowEncoder:
             return ["x", self.settings.stream, *self._fields(row)]
         key = self._key(row)
         if self.settings.value == "json":
-            document = {c: _plain(v) for c, v in zip(self.columns, row, strict=True)}
-            return ["s", key, json.dumps(document, default=text)]
+            return ["s", key, self.document(row)]
         return ["h", key, *self._fields(row)]
 
-    def _fields(self, row: Sequence[Any]) -> list[str]:
-        flat: list[str] = []
-        for column, value in zip(self.columns, row, strict=True):
+    def document(self, row: Sequence[Any]) -> str:
+        """The row as a JSON object, every column by name (nulls as ``null``)."""
+        parts = [
+            name + ("null" if value is None else encode(value))
+            for (name, encode), value in zip(self._json_specs, row, strict=True)
+        ]
+        return "{" + ",".join(parts) + "}"
+
+    def _fields(self, row: Sequence[Any]) -> list[str | bytes]:
+        flat: list[str | bytes] = []
+        for (column, encode), value in zip(self._field_specs, row, strict=True):
             if value is not None:
-                flat += (column, text(value))
+                flat += (column, encode(value))
         # An entry needs a field: an all-null row keeps its first column, empty.
         return flat or [self.columns[0], ""]
 
     def _key(self, row: Sequence[Any]) -> str:
         assert self.settings.key is not None
         values: dict[str, str] = {}
-        for name, index in self._key_fields:
-            if row[index] is None:
+        for (name, index), encode in zip(self._key_fields, self._key_text, strict=True):
+            value = row[index]
+            if value is None:
                 shown = dict(zip(self.columns, row, strict=True))
                 raise ValueError(
                     f"redis sink: key column {name!r} is null, so key template "
                     f"{self.settings.key!r} cannot name row {shown!r}"
                 )
-            values[name] = text(row[index])
+            part = encode(value)
+            values[name] = part.decode("utf-8", "replace") if isinstance(part, bytes) else part
         return self.settings.key.format_map(values)
 
 

@@ -41,7 +41,7 @@ BAD_SETTINGS: list[tuple[str, Any, str]] = [
     ("timeout", -1.0, "timeout must be a number > 0 or None, got -1.0"),
     ("timeout", "1", "timeout must be a number > 0 or None, got '1'"),
     ("retry", 3, "retry must be a RetryStrategy or None, got 3"),
-    ("cache", {"ttl": 60}, "cache must be a LookupCache or None, got {'ttl': 60}"),
+    ("cache", {"ttl": 60}, "cache must be a LookupCache, a FullCache or None, got {'ttl': 60}"),
     ("max_batch", 0, "max_batch must be an int >= 1, got 0"),
     ("max_batch", 1.5, "max_batch must be an int >= 1, got 1.5"),
     ("on", 5, "on must be a column name or a list of them, got 5"),

@@ -78,13 +78,20 @@ def test_fetched_answers_are_decoded_on_the_task_thread() -> None:
     assert set(source.decoded_on) == {threading.get_ident()}
 
 
-def test_with_a_cache_the_loop_decodes_to_fill_it() -> None:
+def test_with_a_cache_the_task_thread_decodes_and_the_loop_fills_it() -> None:
     source = RecordingSource(DATA)
-    run = lane(source, cache=LookupCache(max_rows=10, ttl=60))
+    cache = LookupCache(max_rows=10, ttl=60)
+    run = lane(source, cache=cache)
     first = list(run.run(chunks()))
     decodes = len(source.decoded_on)
     assert decodes >= 2  # the first chunk's two calls (the second's may hit the cache)
-    assert threading.get_ident() not in source.decoded_on
+    assert set(source.decoded_on) == {threading.get_ident()}
+    store = cache.storage(_scope(source))
+
+    async def cached() -> set[Any]:  # read on the loop, after the fills handed to it
+        return {key for key, _ in store.entries()}
+
+    assert run_sync(cached) == {1, 2, 3}  # 3: a cached miss
     again = list(run.run(chunks()))  # every key cached now: nothing fetched, same rows
     assert len(source.decoded_on) == decodes
     assert [j.structs.to_pylist() for j in again if isinstance(j, ColumnarJoined)] == [

@@ -106,6 +106,7 @@ def test_the_lane_reads_the_stores_entries_and_asks_again_once_they_expire(
     assert command_calls(users, "mget") == 1
     assert (server_stat(users, "keyspace_hits"), server_stat(users, "keyspace_misses")) == (2, 0)
     # 2 and the miss 4 were put back with their TTLs, at the time the answer came.
-    entries = store._entries
-    assert entries[2][1] == ("Bob", 41) and entries[2][0] >= now + 60
+    entries = dict(store.entries())
+    assert entries[2][0] >= now + 60
+    assert store.get(2, now) == ("Bob", 41)  # the lane's row, read as the per-row join does
     assert entries[4][0] == pytest.approx(entries[2][0] - 30)

@@ -97,6 +97,10 @@ checkpoint: "{tmp_path / "checkpoint"}"
     assert done.returncode == 0, done.stderr[-4000:]
     # The job's summary line (the Python driver's output reaches spark-submit's stdout).
     assert "enrich.jobs: deployed: rows 40->30" in done.stdout + done.stderr
+    # Spark logs at WARN from the start, as under `enrich run` (a few of SparkContext's
+    # first lines come before any setting is read; some hundred without it)
+    info = [line for line in done.stderr.splitlines() if " INFO " in line]
+    assert len(info) <= 5, "\n".join(info)
     import pyarrow.parquet as pq
 
     table = pq.read_table(str(out))

