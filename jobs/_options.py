@@ -40,6 +40,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "failOnDataLoss",
         "mode",
         "columnNameOfCorruptRecord",
+        "partitionsPerStream",
     ),
     ("sink", "redis"): (
         "url",
