@@ -18,6 +18,7 @@ SUITES = (
     "sink_commit",
     "affinity",
     "sql_join",
+    "full_cache",
 )
 
 

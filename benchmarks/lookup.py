@@ -103,7 +103,7 @@ def through_lane(source: Any, keys: list[int], capacity: int, cache: Any = None)
     chunks of an int64 Arrow column in, dimension structs out."""
     import pyarrow as pa
 
-    from enrich.lookup.lane import ColumnarLane
+    from enrich.lookup.lane.run import ColumnarLane
 
     column = pa.array(keys, pa.int64())
     size = enrich.chunk_rows(capacity)

@@ -18,6 +18,7 @@ from enrich.lookup.source import answers_as_completed
 
 from . import body
 from .batch import Batches
+from .listing import scan_pages, store_key as listing_store_key
 from .pool import Pool
 from .request import send
 from .settings import (
@@ -30,14 +31,14 @@ from .settings import (
     RedirectPolicy,
     Settings,
 )
-from .url import KeyShapeError
+from .url import KeyShapeError, UrlTemplate
 
 _REGISTRY = "connectors.http"
 
 # The connector's one logger, whichever of its modules logs.
 _log = logging.getLogger("connectors.http")
 
-# lookup_arrow and fetch_arrow (see enrich.lookup.columnar): Arrow keys and struct type in.
+# lookup_arrow and fetch_arrow (see enrich.lookup.lane.columnar): Arrow keys and struct type in.
 ArrowLookup = Callable[[Any, Any], Awaitable[Any]]
 
 
@@ -54,7 +55,7 @@ class HttpLookup:
       (in bursts of at most a tenth of a second's worth).
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
-    * Batch mode only: the source is a :class:`~enrich.lookup.columnar.ColumnarSource`
+    * Batch mode only: the source is a :class:`~enrich.lookup.lane.columnar.ColumnarSource`
       (``lookup_arrow``, ``fetch_arrow``; see ``connectors.http.arrow``), with the same
       requests and the same outcome per key as ``lookup_many``. A per-key source has
       neither attribute, so joins keep handing each GET's answer over as it arrives.
@@ -86,6 +87,11 @@ class HttpLookup:
             the same scheme, host and port; any other target is refused the same way).
         max_value_bytes: the longest body read for one answer (one batch answer in batch
             mode); a longer one stops being read and fails with ``kind="too_large"``.
+        list_url: for ``enrich.FullCache``: a list endpoint with one ``{}`` slot for the
+            page number (0, 1, 2, ...), e.g. ``"https://svc/users?page={}"`` (see
+            ``connectors.http.listing``). Without it the source cannot be fully cached.
+        list_key: the field of a listed item holding its key.
+        list_items: dotted path of the items' array in a page (None: the page is one).
 
     Raises:
         ValueError: a setting is invalid; the message names it and its (redacted) value.
@@ -96,6 +102,9 @@ class HttpLookup:
     # isinstance(source, ColumnarSource), which JoinPlan.lane asks, says so.
     lookup_arrow: ArrowLookup
     fetch_arrow: ArrowLookup
+    # Set with a list_url only, for the same reason (FullCache asks for them).
+    store_key: Callable[[Any], Any]
+    scan_dimension: Callable[[int], AsyncIterator[tuple[dict[Any, Any], int]]]
 
     def __init__(
         self,
@@ -114,8 +123,21 @@ class HttpLookup:
         fields: Mapping[str, str] | None = None,
         follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        list_url: str | None = None,
+        list_key: str = "id",
+        list_items: str | None = None,
     ) -> None:
         self.schema = Schema.of(schema)
+        self._listing: tuple[UrlTemplate, str, body.Path] | None = None
+        if list_url is not None:
+            listing = UrlTemplate.parse(list_url, name="list_url")
+            if listing.slots != 1:
+                raise ValueError(
+                    f"list_url needs one '{{}}' slot for the page number, got {listing.slots}"
+                )
+            if not isinstance(list_key, str) or not list_key:
+                raise ValueError(f"list_key must be a field name, got {short(list_key)}")
+            self._listing = (listing, list_key, body.parse_path(list_items, name="list_items"))
         self._settings = Settings.build(
             url_template,
             schema=self.schema,
@@ -149,6 +171,15 @@ class HttpLookup:
             self._batches = Batches(settings, target, self.schema.loads, self._rows)
             self.lookup_arrow = self._lookup_arrow
             self.fetch_arrow = self._fetch_arrow
+        if self._listing is not None:
+            self.store_key = listing_store_key
+            self.scan_dimension = self._scan_dimension
+
+    def _scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
+        """Every listed key with its answer, a page at a time (``page_rows`` is the
+        server's page size, not ours to set)."""
+        assert self._listing is not None
+        return scan_pages(self, *self._listing)
 
     # -- the LookupSource protocol ------------------------------------------------------
 
@@ -260,17 +291,21 @@ class HttpLookup:
     def __getstate__(self) -> dict[str, Any]:
         # The description only: what _init_derived works out is rebuilt on arrival, and
         # a live session never travels.
-        return {"schema": self.schema, "_settings": self._settings}
+        return {"schema": self.schema, "_settings": self._settings, "_listing": self._listing}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_derived()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, HttpLookup) and other._settings == self._settings
+        return (
+            isinstance(other, HttpLookup)
+            and other._settings == self._settings
+            and other._listing == self._listing
+        )
 
     def __hash__(self) -> int:
-        return hash(self._settings)
+        return hash((self._settings, self._listing))
 
     def __repr__(self) -> str:
         return f"HttpLookup({self._settings.described()})"

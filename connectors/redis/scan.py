@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import client, codec
 from .config import KeyTemplate, ValueFormat
-
-if TYPE_CHECKING:
-    from . import RedisLookup
 
 _GLOB = re.compile(rb"([*?\[\]\\])")
 
@@ -36,10 +33,12 @@ def match_pattern(template: KeyTemplate) -> bytes:
 
 
 async def scan_dimension(
-    lookup: RedisLookup, page_rows: int
+    lookup: Any, page_rows: int
 ) -> AsyncIterator[tuple[dict[bytes, Any], int]]:
-    """Yield ``({redis key: answer}, bytes read)`` per page of keys, answers as
-    ``lookup_many`` gives them (a row tuple, a list of rows, None, or an exception).
+    """Read the dimension of ``lookup``: yield ``({redis key: answer}, bytes read)`` per
+    page of keys, answers as ``lookup_many`` gives them (a row tuple, a list of rows,
+    None, or an exception). ``lookup`` is a ``RedisLookup`` (its settings, reply reading
+    and decoding are used; not imported here, which would make an import circle).
 
     Raises:
         LookupFailed: the store failed (connection, timeout, authentication).
@@ -63,7 +62,7 @@ async def scan_dimension(
 
 
 async def _read(
-    lookup: RedisLookup, handle: client.ClientHandle, redis_keys: Sequence[bytes]
+    lookup: Any, handle: client.ClientHandle, redis_keys: Sequence[bytes]
 ) -> tuple[dict[bytes, Any], int]:
     settings = lookup._settings
     endpoint = settings.connection.endpoint

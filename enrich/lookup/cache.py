@@ -21,7 +21,7 @@ evictions instead of one per use (measured: ``move_to_end`` of 10,000 hits on a
 
 An entry holds the rows as the per-row join uses them (tuples), or, when the columnar
 lane filled it, the position of its row in the store's :attr:`CacheStore.slab` (Arrow
-columns the lane takes hits from with one ``take``; see :mod:`enrich.lookup.lane_cache`);
+columns the lane takes hits from with one ``take``; see :mod:`enrich.lookup.lane.cache`);
 ``get`` turns such a position into the row's tuple, so both kinds read what the other
 wrote.
 """

@@ -62,8 +62,8 @@ class FullCache:
         max_bytes: bytes of stored values (as read from the store, keys included) a
             snapshot holds at most; None: unbounded.
         retry_delay: seconds after a failed load before it is tried again.
-        page_rows: keys per ``SCAN`` page and per pipelined read (Redis), rows per page
-            (HTTP list endpoint).
+        page_rows: keys per ``SCAN`` page and per pipelined read (Redis); an HTTP list
+            endpoint's pages are the server's own size.
 
     ``reload_interval`` and ``reload_at`` exclude each other; with neither, the
     dimension is loaded once per process.

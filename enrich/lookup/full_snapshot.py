@@ -22,8 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 import pyarrow as pa
 
 from ..engine.clock import Clock, Timer
-from .columnar import ColumnarAnswer, tuples_to_struct
 from .full_cache import DimensionTooLarge, FullCache, FullCacheStatistics
+from .lane.columnar import ColumnarAnswer, tuples_to_struct
 
 log = logging.getLogger("enrich.lookup.full_cache")
 
@@ -168,7 +168,6 @@ class Dimension:
         "eager" the calls wait for it (and raise its error if it fails), under "lazy"
         they get None (ask the store) until it is in."""
         if not self._started:
-            self._started = True
             self.reload()
         snapshot = self.snapshot
         if snapshot is not None or self.settings.initial_load == "lazy":
@@ -185,9 +184,17 @@ class Dimension:
 
     def reload(self) -> None:
         """Start a load now, unless one runs (on the loop thread)."""
+        self._started = True
         self._cancel_timer()
         if self._task is None or self._task.done():
             self._task = self.loop.create_task(self._load())
+
+    async def wait_loaded(self) -> None:
+        """Wait for the load running now, if any, to end (it may have failed: see
+        :meth:`statistics`)."""
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
 
     async def _load(self) -> None:
         clock = self.clock

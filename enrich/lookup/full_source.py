@@ -21,9 +21,9 @@ from .._errors import LookupFailed
 from ..engine.clock import Clock, LoopClock
 from ..engine.runtime import pop_process_local, process_local
 from .arrow_types import arrow_schema
-from .columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from .full_cache import FullCache, FullCacheStatistics
 from .full_snapshot import Dimension, ListableSource
+from .lane.columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from .schema import Schema
 from .source import LookupSource
 
@@ -155,11 +155,8 @@ class FullCacheSource:
         """Load the dimension again now, and wait for the load to end (it may fail:
         see :meth:`statistics`)."""
         dimension = self.dimension()
-        dimension._started = True
         dimension.reload()
-        task = dimension._task
-        if task is not None:
-            await asyncio.shield(task)
+        await dimension.wait_loaded()
 
     async def aclose(self) -> None:
         """Drop this process's snapshot and stop reloading; close the source."""

@@ -178,8 +178,7 @@ def lookup_join(
             :func:`join_names`); joins sharing a name add up their metrics.
         shuffle: key affinity (Flink's ``LOOKUP('shuffle' = 'true')``): route the rows by
             their key first (``df.repartition(n, *on)``), so that all rows of a key are
-            looked up by one task, and each executor's cache holds its own share of the
-            keys instead of every executor caching the same hot keys. True: into
+            looked up by one task (and within a job by one executor). True: into
             ``spark.sql.shuffle.partitions`` partitions; an int: into that many. It
             costs a shuffle (see docs/spark.md for when it pays, and what "ordered"
             means after it).

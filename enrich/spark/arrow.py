@@ -20,12 +20,12 @@ import pyarrow as pa
 from ..engine.wait import AsyncWaitIterator
 from ..lookup.arrow_types import arrow_schema
 from ..lookup.cache import LookupCache
-from ..lookup.columnar import ColumnarSource
 from ..lookup.full_cache import FullCache
 from ..lookup.full_source import with_full_cache
 from ..lookup.iterators import join_chunks
 from ..lookup.joined import JoinedChunk
-from ..lookup.lane import ColumnarJoined, ColumnarLane, is_columnar_key
+from ..lookup.lane.columnar import ColumnarSource
+from ..lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import JoinSettings
 from ..lookup.source import LookupSource

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..engine.runtime import get_loop
 from ..lookup.joined import JoinedChunk
-from ..lookup.lane import ColumnarLane, _Pending
+from ..lookup.lane.run import ColumnarLane, _Pending
 from .arrow import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
 
 

@@ -15,7 +15,7 @@ from enrich.engine.runtime import get_loop
 from enrich.lookup.cache import MISS
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
 from enrich.testing import ColumnarFakeSource, DeferredColumnarFakeSource
 

@@ -59,7 +59,7 @@ def test_reload_at_a_time_of_day_runs_on_the_clock() -> None:
         assert (await source.lookup_many([1]))[1] == ("a",)
         assert store.scans == 1
         clock.advance(1)  # 15:30: the reload is due
-        await asyncio.shield(source.dimension()._task)  # type: ignore[arg-type]
+        await source.dimension().wait_loaded()
         assert (await source.lookup_many([1]))[1] == ("b",)
         assert store.scans == 2
         # the next one: tomorrow at 15:30

@@ -12,10 +12,10 @@ import pytest
 
 from enrich import LookupCache, LookupFailed, lookup_chunks
 from enrich.engine.runtime import run_sync
-from enrich.lookup.columnar import ColumnarAnswer, Decode
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.columnar import ColumnarAnswer, Decode
+from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
 from enrich.testing import DeferredColumnarFakeSource
 
@@ -159,8 +159,24 @@ def test_the_lane_counts_cache_hits_misses_and_failed_loads() -> None:
     assert (stats.hits, stats.misses, stats.loads, stats.load_failures) == (4, 5, 2, 3)
 
 
+class GatedSource(DeferredColumnarFakeSource):
+    """Answers key 1 only once the call for key 9 (which never answers) is out, so the
+    lane has admitted chunk 1 before chunk 0 completes, however threads are scheduled."""
+
+    def __init__(self) -> None:
+        super().__init__(DATA, never={9})
+        self.nine_out = asyncio.Event()
+
+    async def fetch_arrow(self, keys: Any, struct_type: Any) -> Decode:
+        if 9 in keys.to_pylist():
+            self.nine_out.set()
+        else:
+            await self.nine_out.wait()
+        return await super().fetch_arrow(keys, struct_type)
+
+
 def test_closing_the_lane_cancels_the_calls_still_in_flight() -> None:
-    source = DeferredColumnarFakeSource(DATA, never={9})
+    source = GatedSource()
     run = lane(source, timeout=None, max_batch=1)
     out = run.run([(0, pa.array([1], pa.int64())), (1, pa.array([9], pa.int64()))])
     first = next(out)  # chunk 1's call is in flight, and never answers

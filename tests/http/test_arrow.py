@@ -13,7 +13,7 @@ import pytest
 
 from connectors.http import HttpLookup
 from enrich import DecodeError, LookupFailed
-from enrich.lookup.columnar import ColumnarSource, struct_rows
+from enrich.lookup.lane.columnar import ColumnarSource, struct_rows
 from enrich.lookup.settings import JoinSettings
 from enrich.spark.arrow import JoinPlan
 from tests.http.conftest import MakeSource

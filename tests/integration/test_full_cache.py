@@ -4,7 +4,6 @@ racing lookups, a store dying mid-reload, the memory bound."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from enrich import (
     lookup_chunks,
 )
 from enrich.engine.runtime import run_sync
-from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.testing import FakeClock
 from tests.integration.conftest import MakeRedis, command_calls
 from tests.support.redis_server import RedisServer
@@ -56,9 +55,7 @@ def wait_load(source: FullCacheSource) -> None:
     """Wait for the load running now (started by a timer the fake clock ran)."""
 
     async def wait() -> None:
-        task = source.dimension()._task
-        if task is not None:
-            await asyncio.shield(task)
+        await source.dimension().wait_loaded()
 
     run_sync(wait, timeout=20)
 

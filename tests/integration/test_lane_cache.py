@@ -14,7 +14,7 @@ from enrich import JoinMetrics, LookupCache, lookup_chunks
 from enrich.engine.runtime import get_loop
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from tests.integration.conftest import MakeRedis, command_calls, server_stat
 from tests.support.redis_server import RedisServer
 

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache
-from enrich.lookup import lane_cache
 from enrich.lookup.cache import MISS, CacheStore
-from enrich.lookup.columnar import ColumnarAnswer
-from enrich.lookup.lane_cache import ArrowSlab, CacheProbe
+from enrich.lookup.lane import cache as lane_cache
+from enrich.lookup.lane.cache import ArrowSlab, CacheProbe
+from enrich.lookup.lane.columnar import ColumnarAnswer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,3 +57,41 @@ def test_shuffle_routes_rows_by_key_and_keeps_each_keys_order(
     assert all(row[2] == f"n{row[0]}" for part in parts for row in part)
     with pytest.raises(ValueError, match="shuffle must be True, False or a partition count"):
         lookup_join(df, users(redis_server.url), on="k", shuffle=0)
+
+
+def test_shuffle_in_a_stream_keeps_each_micro_batch_whole(
+    spark: SparkSession, redis_server: Any, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    store(redis_client, range(5))
+    folder = tmp_path / "events"
+    folder.mkdir()
+    for batch in range(3):  # one file per micro-batch; keys 0-4 and a missing key 9
+        keys = [i % 6 if i % 6 < 5 else 9 for i in range(12)]
+        lines = [json.dumps({"event": batch * 100 + i, "k": k}) for i, k in enumerate(keys)]
+        (folder / f"part-{batch}.json").write_text("\n".join(lines))
+    events = spark.readStream.schema("event bigint, k bigint").option("maxFilesPerTrigger", 1)
+    enriched = lookup_join(
+        events.json(str(folder)), users(redis_server.url), on="k", shuffle=2, how="inner"
+    )
+    batches: list[tuple[int, list[tuple[int, str]]]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        batches.append((batch_id, sorted((r.event, r.name) for r in df.collect())))
+
+    query = (
+        enriched.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    # Each micro-batch holds exactly one file's rows, all of them, joined (key 9 finds
+    # nothing): the shuffle happened inside each batch, none was split or merged.
+    assert [batch_id for batch_id, _ in batches] == [0, 1, 2]
+    files = []
+    for _, rows in batches:
+        [number] = {event // 100 for event, _ in rows}
+        files.append(number)
+        assert rows == [(number * 100 + i, f"n{i % 6}") for i in range(12) if i % 6 < 5]
+    assert sorted(files) == [0, 1, 2]

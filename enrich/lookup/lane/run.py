@@ -21,7 +21,7 @@ Semantics (those of the per-row join, see the README's table):
   requests as the per-row join does.
 
 Decoding happens on the task thread where it can: a source with ``fetch_arrow`` (see
-:class:`~enrich.lookup.columnar.ColumnarSource`) hands the loop's raw replies over with
+:class:`~enrich.lookup.lane.columnar.ColumnarSource`) hands the loop's raw replies over with
 a decode step, which the task thread runs when it assembles the chunk, so the loop thread
 only makes requests. With a cache, the loop probes the store when the chunk is admitted
 (taking the hits' rows then), the task thread decodes the fetched answer and merges it
@@ -30,10 +30,10 @@ chunk admitted before that fill asks those keys again, as for any key pending in
 chunks). A join with retries needs the decoded answer on the loop (to see which keys to
 ask again) and decodes, fills and merges there.
 
-The calls themselves are :mod:`enrich.lookup.lane_calls`; a cache is probed, filled and
-merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane_cache`), in the store
+The calls themselves are :mod:`enrich.lookup.lane.calls`; a cache is probed, filled and
+merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane.cache`), in the store
 the per-row join of the same source uses. Retries follow the per-row join's rules (see
-:mod:`enrich.lookup.columnar_retry`), per chunk: a key pending in two chunks at once is
+:mod:`enrich.lookup.lane.retry`), per chunk: a key pending in two chunks at once is
 asked for each.
 
 Imports no pyspark.
@@ -51,16 +51,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine.retry import RetryStrategy
-from ..engine.runtime import get_loop
-from .cache import MISS, LookupCache
+from ...engine.retry import RetryStrategy
+from ...engine.runtime import get_loop
+from ..cache import MISS, LookupCache
+from ..join import _scope
+from ..joined import NULL_KEY, Failed, JoinedChunk, assemble
+from ..metrics import JoinMetrics
+from .cache import CacheProbe
+from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource, struct_rows
-from .columnar_retry import with_retries
-from .join import _scope
-from .joined import NULL_KEY, Failed, JoinedChunk, assemble
-from .lane_cache import CacheProbe
-from .lane_calls import LaneCalls, Resolved
-from .metrics import JoinMetrics
+from .retry import with_retries
 
 
 @dataclass(slots=True)

@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ..schema import Schema
 from .columnar import ColumnarAnswer
-from .schema import Schema
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
 # tests/redis/test_arrow.py and tests/http/test_arrow.py): any mismatch is a refusal

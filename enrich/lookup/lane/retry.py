@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 
 import pyarrow as pa
 
-from ..engine.retry import RetryStrategy
+from ...engine.retry import RetryStrategy
+from ..join import _MISS_RESULT
 from .columnar import ColumnarAnswer
-from .join import _MISS_RESULT
 
 # attempt(keys, attempt number) -> their answer (call failures and timeouts as errors)
 Attempt = Callable[[pa.Array, int], Awaitable[ColumnarAnswer]]

@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .cache import MISS, CacheStore
+from ..cache import MISS, CacheStore
 from .columnar import ColumnarAnswer, struct_tuples, tuples_to_struct
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
