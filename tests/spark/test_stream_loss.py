@@ -340,8 +340,15 @@ def test_a_task_checks_again_before_reading(
     with pytest.raises(StreamDataLoss, match=f"{ids[3]}.*{ids[15]}"):
         list(reader.read(part))
 
-    going_on = RedisStreamReader(settings(server, failOnDataLoss="false"), schema)
+    counts: list[dict[str, Any]] = []  # what a task adds to the source's accumulator
+
+    class Counter:
+        def add(self, value: dict[str, Any]) -> None:
+            counts.append(value)
+
+    going_on = RedisStreamReader(settings(server, failOnDataLoss="false"), schema, Counter())
     (part,) = going_on.partitions(start, end)
     assert [r[0] for r in going_on.read(part)] == ids[15:]
+    assert counts == [{"s": {"entries": 5, "lost": 1}}]
     reader.stop()
     going_on.stop()
