@@ -15,6 +15,7 @@ SUITES = (
     "rss",
     "pipeline",
     "stream_source",
+    "sink",
     "sink_commit",
     "affinity",
     "sql_join",

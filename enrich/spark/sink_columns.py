@@ -86,7 +86,8 @@ def _key_heads(encoder: RowEncoder, batch: pa.RecordBatch, texts: list[pa.Array]
         if name is not None:
             index = encoder.columns.index(name)
             text = texts[index]
-            if text.null_count or pa.types.is_binary(batch.column(index).type):
+            kind = batch.column(index).type
+            if text.null_count or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
                 return None  # the row encoder names a null key; binary keys: its text
             parts.append(text)
     parts.append(b'"')

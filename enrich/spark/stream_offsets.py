@@ -1,13 +1,16 @@
 """Offset arithmetic of the ``redis-stream`` source, on the driver.
 
-An offset is ``{stream: last planned entry id, ...}``, plus, once a loss was skipped
-(``failOnDataLoss=false``), ``"@dataLoss": {stream: {"count": n, "mark": id}}`` with the
-cumulative count per stream, and in the one batch that rereads a recreated stream from
-its start, ``"@reset": [stream, ...]`` (see :mod:`enrich.spark.stream_loss`). A batch
-that reads a stream from ``0-0`` records its first entry in ``"@from": {stream: id}``, so
-that its split into partitions is planned from the offsets alone
-(:mod:`enrich.spark.stream_read`). When nothing is new, the start offset is returned
-as it is: Spark then plans no batch.
+An offset is ``{stream: last planned entry id, ...}``, plus, where they apply:
+
+* ``"@dataLoss": {stream: {"count": n, "entries": m, "mark": id}}``: losses skipped
+  (``failOnDataLoss=false``), cumulative per stream;
+* ``"@reset": [stream, ...]``: in the one batch that rereads a recreated stream;
+* ``"@added": {stream: n}``: Redis 7.0+, how many entries were ever added up to the
+  offset, when known (see :mod:`enrich.spark.stream_loss`);
+* ``"@from": {stream: id}``: the first entry of a stream read from ``0-0``, so that the
+  split into partitions is planned from the offsets alone (:mod:`enrich.spark.stream_read`).
+
+When nothing is new, the start offset is returned as it is: Spark then plans no batch.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import redis_options
 from .stream_loss import (
+    ADDED_KEY,
     FROM_KEY,
     LOSS_KEY,
     NOTHING,
@@ -55,29 +59,38 @@ class Offsets:
         newest = self.client.xrevrange(stream, "+", "-", count=1)
         return text(newest[0][0]) if newest else NOTHING
 
-    def latest_id(self, stream: str) -> str:
-        """Where ``startingPosition=latest`` begins: the last id the stream ever gave
-        (deleted entries included), ``0-0`` for an empty or missing stream."""
-        info = stream_info(self.client, stream)
-        return text(info["last-generated-id"]) if info and info.get("length") else NOTHING
+    def initial(self) -> dict[str, Any]:
+        """``latest`` begins at the last id each stream ever gave (deleted entries
+        included; ``0-0`` for an empty or missing stream), with its place in
+        ``entries-added`` on Redis 7.0+."""
+        if self.settings.start != "latest":
+            start = NOTHING if self.settings.start == "earliest" else self.settings.start
+            return dict.fromkeys(self.settings.streams, start)
+        offset: dict[str, Any] = {}
+        added: dict[str, int] = {}
+        for stream in self.settings.streams:
+            info = stream_info(self.client, stream)
+            offset[stream] = text(info["last-generated-id"]) if info and info["length"] else NOTHING
+            if info and info["length"] and "entries-added" in info:
+                added[stream] = int(info["entries-added"])
+        if added:
+            offset[ADDED_KEY] = added
+        return offset
 
-    def initial(self) -> dict[str, str]:
-        if self.settings.start == "latest":
-            return {s: self.latest_id(s) for s in self.settings.streams}
-        start = NOTHING if self.settings.start == "earliest" else self.settings.start
-        return dict.fromkeys(self.settings.streams, start)
-
-    def advance(self, stream: str, start: str, upper: str | None, budget: int | None) -> str:
+    def advance(
+        self, stream: str, start: str, upper: str | None, budget: int | None
+    ) -> tuple[str, int | None]:
         """The id ``budget`` entries after ``start`` (all of them without a budget),
-        never beyond ``upper``; ``start`` itself when nothing is there."""
+        never beyond ``upper``, ``start`` itself when nothing is there; and how many
+        entries that is, when counted."""
         high = "+" if upper is None else upper
         if budget is None:
             newest = self.client.xrevrange(stream, high, "-", count=1)
-            end = text(newest[0][0]) if newest else start
+            end, count = (text(newest[0][0]) if newest else start), None
         else:
             page = self.client.xrange(stream, f"({start}", high, count=budget)
-            end = text(page[-1][0]) if page else start
-        return end if parse_id(end) > parse_id(start) else start
+            end, count = (text(page[-1][0]) if page else start), len(page)
+        return (end, count) if parse_id(end) > parse_id(start) else (start, 0)
 
     def latest(
         self, start: Mapping[str, Any], target: Mapping[str, str] | None, budget: int | None
@@ -86,45 +99,72 @@ class Offsets:
         (``failOnDataLoss``) or is counted in the offset."""
         counts = loss_counts(start)
         before = repr(counts)
+        known: Mapping[str, int] = start.get(ADDED_KEY) or {}
         end: dict[str, Any] = {}
         resets: list[str] = []
         starts: dict[str, str] = {}
+        added: dict[str, int] = {}
         for stream in self.settings.streams:
             # A stream added to the option since the checkpoint starts at the beginning.
             begin = str(start.get(stream, NOTHING))
-            reported = counts.get(stream, {}).get("mark")
-            info = stream_info(self.client, stream) if parse_id(begin) > (0, 0) else {}
+            info = stream_info(self.client, stream)
+            place = 0 if begin == NOTHING else known.get(stream)
             loss = detect_loss(
                 stream,
                 begin,
                 info,
                 initial=self.settings.is_initial(begin),
-                reported=reported,
+                reported=counts.get(stream, {}).get("mark"),
+                added=place,
             )
             if loss is not None:
                 if self.settings.fail_on_data_loss:
                     raise StreamDataLoss(loss)
                 record(counts, loss)
                 if loss.recreated:
-                    begin = NOTHING
+                    begin, place = NOTHING, 0
                     resets.append(stream)
             upper = None if target is None else target.get(stream)
-            end[stream] = self.advance(stream, begin, upper, budget)
+            end[stream], count = self.advance(stream, begin, upper, budget)
             if begin == NOTHING and end[stream] != NOTHING:
                 first = self.client.xrange(stream, "-", end[stream], count=1)
                 starts[stream] = text(first[0][0]) if first else end[stream]
+            lost = 0 if loss is None or loss.recreated else loss.entries
+            where = _place(info, end[stream], begin, place, count, lost)
+            if where is not None:
+                added[stream] = where
         moved = any(end[s] != str(start.get(s, NOTHING)) for s in self.settings.streams)
         if not moved and not resets and repr(counts) == before:
             return dict(start)
-        if counts:
-            end[LOSS_KEY] = counts
-        if resets:
-            end[RESET_KEY] = resets
-        if starts:
-            end[FROM_KEY] = starts
+        for key, value in ((LOSS_KEY, counts), (RESET_KEY, resets), (FROM_KEY, starts),
+                           (ADDED_KEY, added)):  # fmt: skip
+            if value:
+                end[key] = value
         return end
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _place(
+    info: Mapping[str, Any] | None,
+    end: str,
+    begin: str,
+    place: int | None,
+    count: int | None,
+    lost: int | None,
+) -> int | None:
+    """How many entries were ever added with an id up to ``end`` (Redis 7.0+), when
+    known: ``entries-added`` if ``end`` is the last id the stream gave, else the count
+    at ``begin`` plus the entries planned and the ones lost in between."""
+    if not info or "entries-added" not in info:
+        return None
+    if end == text(info["last-generated-id"]):
+        return int(info["entries-added"])
+    if end == begin:
+        return place
+    if place is None or count is None or lost is None:
+        return None
+    return place + lost + count

@@ -60,10 +60,12 @@ class RedisStreamPartition(InputPartition):
         committed: str | None = None,
         reported: str | None = None,
         initial: bool = False,
+        added: int | None = None,
     ) -> None:
         super().__init__((stream, after, until))
         self.stream, self.after, self.until = stream, after, until
         self.committed, self.reported, self.initial = committed, reported, initial
+        self.added = added  # entries ever added up to ``committed`` (Redis 7.0+), if known
 
 
 def stream_partitions(
@@ -114,6 +116,7 @@ def _check_before_reading(settings: StreamSettings, client: Any, part: RedisStre
         stream_info(client, part.stream),
         initial=part.initial,
         reported=part.reported,
+        added=part.added,
     )
     if loss is None:
         return 0

@@ -42,6 +42,7 @@ from pyspark.sql.types import StructType
 from . import redis_options
 from .stream_fields import CORRUPT_COLUMN, DEFAULT_SCHEMA, EntryDecoder, Mode
 from .stream_loss import (
+    ADDED_KEY,
     FROM_KEY,
     NOTHING,
     RESERVED,
@@ -181,6 +182,7 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         reported = loss_counts(end)
         resets = end.get(RESET_KEY) or []
         firsts = end.get(FROM_KEY) or {}
+        known = start.get(ADDED_KEY) or {}
         parts: list[InputPartition] = []
         for s in self.settings.streams:
             after = NOTHING if s in resets else str(start.get(s, NOTHING))
@@ -193,6 +195,7 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 committed=after,
                 reported=reported.get(s, {}).get("mark"),
                 initial=self.settings.is_initial(after),
+                added=known.get(s),
             )
         return parts
 

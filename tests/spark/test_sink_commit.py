@@ -135,4 +135,15 @@ def test_idempotent_mode_writes_to_a_cluster(
     with pytest.raises(Exception, match="cannot write to a Redis Cluster"):
         (df.write.format("redis").option("url", redis_cluster.url)
          .option("key", "tx:{order_id}").mode("append").save())  # fmt: skip
+    df.write.parquet(str(tmp_path / "in"))
+    stream = spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
+    with pytest.raises(Exception, match="cannot write to a Redis Cluster") as refused:
+        query = (
+            stream.writeStream.format("redis").option("url", redis_cluster.url)
+            .option("key", "tx:{order_id}").option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination(120)
+        raise AssertionError("the query ran")  # awaitTermination raises the query's error
+    assert '.option("mode", "idempotent")' in str(refused.value)
     assert not list(cluster_client.scan_iter("tx:*"))

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from enrich.spark.stream_loss import (
+    ADDED_KEY,
     LOSS_KEY,
     RESET_KEY,
     StreamDataLoss,
@@ -173,6 +174,19 @@ def test_a_recreated_stream_with_smaller_ids_is_loss(client: redis.Redis) -> Non
     assert loss(client, ids[2], initial=True) is None  # a startingPosition ahead of a stream
 
 
+def test_a_stream_recreated_by_xadd_star_is_loss_and_7_names_it(
+    server: RedisServer, client: redis.Redis
+) -> None:
+    ids = add(client, 5)
+    client.delete("s")
+    later = int(ids[4].split("-")[0]) + 1000  # as XADD * would give a second later
+    for i in range(3):
+        client.xadd("s", {"i": i}, id=f"{later}-{i}")
+    found = loss(client, ids[4], added=5)
+    assert found is not None and found.recreated == is7(server)
+    assert ("deleted and recreated" in found.reason) == is7(server)
+
+
 def test_earliest_never_reports_what_was_trimmed_before(client: redis.Redis) -> None:
     add(client, 20)
     client.xtrim("s", maxlen=2, approximate=False)
@@ -191,6 +205,27 @@ def test_a_reported_loss_is_counted_once_and_a_new_one_again(
     client.xtrim("s", maxlen=5, approximate=False)
     again = loss(client, ids[2], reported=first.mark)
     assert again is not None and again.mark != first.mark
+
+
+def test_redis_7_counts_the_lost_entries_exactly_and_tells_a_removed_offset_from_a_loss(
+    server: RedisServer, client: redis.Redis
+) -> None:
+    ids = add(client, 20)
+    client.xtrim("s", maxlen=5, approximate=False)
+    found = loss(client, ids[3], added=4)  # ids[3] was the 4th entry ever added
+    assert found is not None and found.entries == (11 if is7(server) else None)
+    if is7(server):
+        assert "11 entries after the committed offset" in found.message()
+    client.delete("s")
+    ids = add(client, 20)
+    client.xtrim("s", maxlen=0, approximate=False)  # the committed entry itself removed
+    add(client, 2)
+    after_all = loss(client, ids[19], added=20)
+    if is7(server):
+        assert after_all is None  # nothing after it was lost: 7.0 can tell
+    else:
+        assert after_all is not None  # the documented false alarm of 6.2
+    assert loss(client, ids[19]) is not None  # without the count, 7.0 cannot either
 
 
 @pytest.mark.parametrize(
@@ -219,9 +254,34 @@ def test_latest_starts_after_a_deleted_last_entry_without_reporting_it(
     client.xdel("s", ids[4])
     reader = RedisStreamReader(settings(server, startingPosition="latest"), None)  # type: ignore[arg-type]
     start = reader.initialOffset()
-    assert start == {"s": ids[4]}
+    assert start == {"s": ids[4], **({ADDED_KEY: {"s": 5}} if is7(server) else {})}
     newer = add(client, 2)
-    assert reader.latestOffset(start) == {"s": newer[1]}
+    assert reader.latestOffset(start) == {
+        "s": newer[1],
+        **({ADDED_KEY: {"s": 7}} if is7(server) else {}),
+    }
+    reader.stop()
+
+
+def test_the_offsets_carry_the_entries_added_count_on_redis_7(
+    server: RedisServer, client: redis.Redis
+) -> None:
+    ids = add(client, 20)
+    reader = RedisStreamReader(
+        settings(server, maxEntriesPerTrigger="8", failOnDataLoss="false"),
+        None,  # type: ignore[arg-type]
+    )
+    end = reader.latestOffset({"s": "0-0"}, None)
+    assert end["s"] == ids[19] and end.get(ADDED_KEY) == ({"s": 20} if is7(server) else None)
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    first = reader.latestOffset({"s": "0-0"}, ReadMaxRows(8))
+    assert first["s"] == ids[7] and first.get(ADDED_KEY) == ({"s": 8} if is7(server) else None)
+    client.xtrim("s", minid=ids[12], approximate=False)  # ids[8..11] lost
+    second = reader.latestOffset(first, ReadMaxRows(8))
+    assert second["s"] == ids[19]
+    if is7(server):
+        assert second[LOSS_KEY]["s"]["entries"] == 4 and second[ADDED_KEY] == {"s": 20}
     reader.stop()
 
 
@@ -245,7 +305,8 @@ def test_the_driver_fails_or_counts_the_loss_in_the_offsets(
     newer = add(client, 5)
     client.xtrim("s", maxlen=2, approximate=False)  # 3 unread entries lost: a new occurrence
     later = going_on.latestOffset(end)
-    assert later["s"] == newer[4] and later[LOSS_KEY]["s"] == {"count": 2, "mark": newer[3]}
+    counted = {"count": 2, "mark": newer[3], **({"entries": 3} if is7(server) else {})}
+    assert later["s"] == newer[4] and later[LOSS_KEY]["s"] == counted
     going_on.stop()
 
 
@@ -279,8 +340,15 @@ def test_a_task_checks_again_before_reading(
     with pytest.raises(StreamDataLoss, match=f"{ids[3]}.*{ids[15]}"):
         list(reader.read(part))
 
-    going_on = RedisStreamReader(settings(server, failOnDataLoss="false"), schema)
+    counts: list[dict[str, Any]] = []  # what a task adds to the source's accumulator
+
+    class Counter:
+        def add(self, value: dict[str, Any]) -> None:
+            counts.append(value)
+
+    going_on = RedisStreamReader(settings(server, failOnDataLoss="false"), schema, Counter())
     (part,) = going_on.partitions(start, end)
     assert [r[0] for r in going_on.read(part)] == ids[15:]
+    assert counts == [{"s": {"entries": 5, "lost": 1}}]
     reader.stop()
     going_on.stop()
