@@ -177,7 +177,7 @@ def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> No
     """The library's own data sources read their options here as they will at start."""
     try:
         if (role, fmt) == ("source", "redis-stream"):
-            from enrich.spark.streams import StreamSettings
+            from enrich.spark.stream_settings import StreamSettings
 
             StreamSettings.of(options)
         elif (role, fmt) == ("sink", "redis"):

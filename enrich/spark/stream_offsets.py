@@ -34,7 +34,7 @@ from .stream_loss import (
 )
 
 if TYPE_CHECKING:
-    from .streams import StreamSettings
+    from .stream_settings import StreamSettings
 
 
 def text(value: bytes | str) -> str:

@@ -22,7 +22,7 @@ from .stream_loss import StreamDataLoss, detect_loss, parse_id, stream_info
 from .stream_offsets import text
 
 if TYPE_CHECKING:
-    from .streams import StreamSettings
+    from .stream_settings import StreamSettings
 
 PAGE = 1000  # entries per XRANGE call while reading a partition
 LAST_SEQ = 2**64 - 1  # the largest sequence number of an entry id

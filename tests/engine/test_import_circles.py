@@ -14,8 +14,6 @@ PACKAGES = ("enrich", "connectors", "jobs")
 # features. A new circle fails this test.
 KNOWN = {
     ("connectors.redis", "connectors.redis.arrow"),
-    ("enrich.spark.stream_offsets", "enrich.spark.streams"),
-    ("enrich.spark.stream_read", "enrich.spark.streams"),
     ("jobs._endpoints", "jobs._options"),
 }
 
