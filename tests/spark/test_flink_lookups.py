@@ -37,7 +37,9 @@ def test_a_full_cache_answers_from_the_snapshot_and_never_asks_for_absent_keys(
     info = redis_client.info("stats")
     # Only SCAN's pages were read: the 200 lookups of odd keys never reached the server.
     assert info["keyspace_misses"] == 0
-    assert 0 < info["keyspace_hits"] <= 2 * 100  # a load of 100 keys per Python worker
+    # Whole loads of the 100 keys, one per Python worker that ran the join: how many
+    # workers that is depends on what ran before (idle workers of earlier stages are reused).
+    assert info["keyspace_hits"] > 0 and info["keyspace_hits"] % 100 == 0
 
 
 def test_shuffle_routes_rows_by_key_and_keeps_each_keys_order(
