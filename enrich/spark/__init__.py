@@ -225,12 +225,8 @@ def lookup_join(
         prefix=prefix,
         error_column=error_column,
     )
-    positions = _key_positions(df.columns, settings.on, on)
-    check_key_columns(df.schema, positions)
+    positions, columns, fields = _join_columns(df.schema, source, settings, on)
     df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
-    columns = tuple(prefix + f for f in source.schema.names)
-    added = [*columns, error_column] if settings.with_error else list(columns)
-    _check_collisions(df.columns, added)
     name = _join_name(name)
     accumulator = register(df.sparkSession, name)
     # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
@@ -245,12 +241,6 @@ def lookup_join(
         accumulator=accumulator,
         observed=observing,
     )
-    fields = [
-        StructField(column, spark_type(f.type), nullable=True)
-        for column, f in zip(columns, source.schema.fields, strict=True)
-    ]
-    if settings.with_error:
-        fields.append(StructField(error_column, StringType(), nullable=True))
     if not observing:
         schema = StructType([*df.schema.fields, *fields])
         return df.mapInArrow(partial(enrich_batches, plan), schema)
@@ -302,6 +292,30 @@ def _key_positions(columns: Sequence[str], wanted: Sequence[str], on: Any) -> tu
             f"(on={on!r}); available columns: {', '.join(columns)}"
         )
     return tuple(positions)
+
+
+def _join_columns(
+    schema: StructType, source: LookupSource, settings: JoinSettings, on: Any
+) -> tuple[tuple[int, ...], tuple[str, ...], list[StructField]]:
+    """What a join over input ``schema`` adds, checked: the key columns' positions, the
+    dimension's output column names, and the fields they add (the error column last).
+
+    Raises:
+        ValueError: a key column is missing or of a type keys cannot have, or an added
+            column's name is already taken (the message names it).
+    """
+    positions = _key_positions(schema.names, settings.on, on)
+    check_key_columns(schema, positions)
+    columns = tuple(settings.prefix + f for f in source.schema.names)
+    added = [*columns, settings.error_column] if settings.with_error else list(columns)
+    _check_collisions(schema.names, added)
+    fields = [
+        StructField(column, spark_type(f.type), nullable=True)
+        for column, f in zip(columns, source.schema.fields, strict=True)
+    ]
+    if settings.with_error:
+        fields.append(StructField(settings.error_column, StringType(), nullable=True))
+    return positions, columns, fields
 
 
 def _check_collisions(existing: Sequence[str], added: Sequence[str]) -> None:

@@ -38,7 +38,7 @@ try:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.functions import arrow_udtf
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "enrich.spark.sql_join needs pyspark >= 4.1 (Arrow UDTFs) and pyarrow"
@@ -50,9 +50,8 @@ from ..lookup.cache import LookupCache
 from ..lookup.full_cache import FullCache
 from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..lookup.source import LookupSource
-from . import _check_collisions, _key_positions, spark_type
+from . import _join_columns
 from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan
-from .keys import check_key_columns
 from .lane_push import LanePush
 from .metrics import register
 
@@ -118,11 +117,7 @@ def register_lookup_join(
         prefix=prefix,
         error_column=error_column,
     )
-    positions = _key_positions(schema.names, settings.on, on)
-    check_key_columns(schema, positions)
-    columns = tuple(prefix + f for f in source.schema.names)
-    added = [*columns, error_column] if settings.with_error else list(columns)
-    _check_collisions(schema.names, added)
+    positions, columns, fields = _join_columns(schema, source, settings, on)
     plan = JoinPlan(
         name=name,
         source=source,
@@ -131,12 +126,6 @@ def register_lookup_join(
         settings=settings,
         accumulator=register(spark, name),
     )
-    fields = [
-        StructField(column, spark_type(f.type), nullable=True)
-        for column, f in zip(columns, source.schema.fields, strict=True)
-    ]
-    if settings.with_error:
-        fields.append(StructField(error_column, StringType(), nullable=True))
     output = StructType([*schema.fields, *fields])
     expected = list(schema.names)
 
