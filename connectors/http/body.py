@@ -67,6 +67,22 @@ class TooLarge(Exception):
         self.declared = declared
 
 
+def is_whole_read(response: aiohttp.ClientResponse, limit: int) -> bool:
+    """Whether ``response.read()`` may read the body whole: its declared Content-Length
+    is within ``limit`` and it is not compressed (the common case, checked without a
+    coroutine; otherwise :func:`read_bounded` counts what it reads).
+
+    Raises:
+        TooLarge: the declared Content-Length is over ``limit`` (nothing was read).
+    """
+    declared = response.content_length
+    if declared is None:
+        return False
+    if declared > limit:
+        raise TooLarge(declared)
+    return "Content-Encoding" not in response.headers
+
+
 async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body of ``response``, if it is at most ``limit`` bytes.
 
@@ -77,11 +93,8 @@ async def read_bounded(response: aiohttp.ClientResponse, limit: int) -> bytes:
     Raises:
         TooLarge: the body is longer than ``limit``.
     """
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        raise TooLarge(declared)
-    if declared is not None and "Content-Encoding" not in response.headers:
-        return await response.read()  # the common case: exactly the declared bytes
+    if is_whole_read(response, limit):
+        return await response.read()
     # No length, or a compressed one (the decompressed body may be far larger): count.
     chunks: list[bytes] = []
     size = 0
@@ -155,7 +168,7 @@ def to_rows(
     Raises:
         DecodeError: the document or one of its rows does not fit the schema.
     """
-    picked = pick(document, path)
+    picked = pick(document, path) if path else document
     if picked is None:
         return None
     if isinstance(picked, list):

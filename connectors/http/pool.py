@@ -16,6 +16,7 @@ import aiohttp
 from asyncio_throttle.throttler import Throttler
 
 from .settings import Settings
+from .slots import Slots
 
 # The throttle lets through at most a tenth of a second's worth of requests at once, so a
 # rate limit is smooth at the scale a server notices, not one burst per second.
@@ -41,7 +42,7 @@ class Pool:
 
     loop: asyncio.AbstractEventLoop
     session: aiohttp.ClientSession
-    slots: asyncio.Semaphore
+    slots: Slots
     throttler: Throttle | None
 
     @classmethod
@@ -58,7 +59,7 @@ class Pool:
         if settings.rate_limit is not None:
             burst = max(1, math.floor(settings.rate_limit * _BURST_WINDOW))
             throttler = Throttler(rate_limit=burst, period=burst / settings.rate_limit)
-        return cls(loop, session, asyncio.Semaphore(settings.max_connections), throttler)
+        return cls(loop, session, Slots(settings.max_connections), throttler)
 
     @staticmethod
     def is_open(pool: Pool) -> bool:

@@ -48,7 +48,10 @@ async def send(
         LookupFailed: any other status, a refused redirect, a body over
             ``max_value_bytes``, a timeout or a connection error.
     """
-    async with pool.slots:
+    slots = pool.slots
+    if not slots.take():  # a free slot is taken without awaiting (see .slots)
+        await slots.wait()
+    try:
         if pool.throttler is not None:
             await pool.throttler.acquire()
         try:
@@ -62,7 +65,10 @@ async def send(
                 ) as response:
                     status = response.status
                     if 200 <= status < 300 and status != 204:
-                        return await body.read_bounded(response, settings.max_value_bytes)
+                        limit = settings.max_value_bytes
+                        if body.is_whole_read(response, limit):
+                            return await response.read()
+                        return await body.read_bounded(response, limit)
                     await body.drain(response)
                     if key is not None and status in (404, 204):
                         return None
@@ -88,6 +94,8 @@ async def send(
             ) from None
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             raise transport_error(exc, target=target, key=key) from exc
+    finally:
+        slots.release()
     raise AssertionError("unreachable: the loop returns or raises")
 
 
