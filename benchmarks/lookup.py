@@ -205,6 +205,7 @@ def http_section(base: str) -> str:
 
     The paths take turns (a, b, c, d, a, b, ...) and each keeps its best round, so a
     burst of load from other processes on the shared machine hits them alike.
+    ``benchmarks/http_per_key.py`` repeats (a)-(c) as separate runs, one figure each.
     """
     latency = 0.005
     capacity = DEFAULT_CAPACITY
