@@ -17,13 +17,20 @@ the per-row join reads a slab row as its tuple (``CacheStore.get``).
 Memory stays bounded by ``max_rows``: an evicted or replaced entry leaves a dead row in
 the slab, and once the slab holds more than twice the entries (plus
 :data:`SLAB_SLACK` rows) it is compacted, its live rows taken into a new one and their
-entries pointed at them. A probe takes its hits when it runs, so a compaction while a
-chunk's requests are out changes nothing for that chunk.
+entries pointed at them. A probe takes its hits, or the slab's column they are in, when
+it runs, so a compaction while a chunk's requests are out changes nothing for that
+chunk (columns are immutable: a new one is made, the probe keeps the old).
 
 What is bulk: the keys come out of Arrow with one ``to_pylist``; the store answers them
-with C-level passes; the keys to ask are one ``filter`` of the Arrow keys; the answer
-is fetched rows and hit rows put in key order by one ``take`` (the inverse permutation
-is a ``sort_indices``), or the hits themselves when every key was one.
+with C-level passes; one int64 conversion of its answers tells whether every cached key
+is a slab row (the warm case) and where; the keys to ask are one ``filter`` of the
+Arrow keys. The chunk's rows are then one ``take`` (:meth:`CacheProbe.join_rows`):
+from the slab's column at the slots of the rows' keys when every key was a hit (the
+hits are not taken first; measured on a warm skewed chunk, 10,000 rows over 3,000 keys:
+0.16 ms, against 0.32 ms for the hits and then the rows), or from the fetched rows and
+the hits put in key order (the inverse permutation is a ``sort_indices``). A chunk with
+an error or a 1:N key is merged into one answer (:meth:`CacheProbe.merge`) and joined
+row by row.
 
 Imports no pyspark.
 """
