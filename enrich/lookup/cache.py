@@ -206,9 +206,13 @@ class CacheStore:
         key in order; an expired entry is deleted, as ``get`` deletes it. A retry never
         comes here (it would need ``accept_miss=False``)."""
         entries = self._entries
-        found = list(map(entries.get, keys, repeat(_ABSENT)))
-        values = list(map(_rows, found))
-        if found and self._expires and min(map(_expiry, found)) <= now:
+        if not self._expires:  # one pass: no expiry to read
+            found: list[tuple[float, Any]] = []
+            values = list(map(_rows, map(entries.get, keys, repeat(_ABSENT))))
+        else:
+            found = list(map(entries.get, keys, repeat(_ABSENT)))
+            values = list(map(_rows, found))
+        if found and min(map(_expiry, found)) <= now:
             # Some entries expired (rare per probe): one C-level pass finds them, then
             # each is deleted, as get() would.
             for position in compress(count(), map(le, map(_expiry, found), repeat(now))):

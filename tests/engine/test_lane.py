@@ -99,6 +99,26 @@ def test_with_a_cache_the_task_thread_decodes_and_the_loop_fills_it() -> None:
     ]
 
 
+def test_a_chunk_whose_keys_are_all_cached_is_joined_from_the_slab_alone() -> None:
+    source = RecordingSource(DATA)
+    cache = LookupCache(max_rows=10)
+    run = lane(source, cache=cache, how="inner")
+    list(run.run([(0, pa.array([1, 2], pa.int64()))]))  # fills the store (run waits)
+    asked = list(source.keys_requested)
+    out = list(run.run([(1, pa.array([2, None, 1, 2], pa.int64()))]))
+    assert source.keys_requested == asked  # nothing asked: the probe alone answers
+    joined = out[0]
+    assert isinstance(joined, ColumnarJoined)
+    assert joined.structs.to_pylist() == [
+        {"value": "two"},
+        None,
+        {"value": "one"},
+        {"value": "two"},
+    ]
+    assert joined.keep is not None and joined.keep.to_pylist() == [True, False, True, True]
+    assert (run.metrics.null_keys, run.metrics.rows_out, run.metrics.cache_hits) == (1, 5, 2)
+
+
 def test_a_decode_step_that_raises_fails_its_keys_as_a_failed_call_does() -> None:
     source = RecordingSource(DATA, broken=True)
     run = lane(source)

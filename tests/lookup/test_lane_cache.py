@@ -109,3 +109,68 @@ def test_the_noted_uses_stay_bounded_and_the_order_exact() -> None:
     assert [key for key, _ in cache.entries()] == [3, 2, 1]
     cache.put(4, ("4",), 0.0)  # 3 is the least recently used
     assert [key for key, _ in cache.entries()] == [2, 1, 4]
+
+
+def test_a_probe_of_slab_rows_takes_the_chunks_rows_from_the_slab_at_once() -> None:
+    cache = store(max_rows=10)
+    fill(cache, [1, 2], fetched([{"name": "Ada", "age": 1}, {"name": "Bob", "age": 2}]))
+    probe = CacheProbe.of(cache, pa.array([2, 1], pa.int64()), 0.0, STRUCT)
+    assert probe.aligned and probe.hit_rows is None  # nothing taken at the probe
+    assert probe.hits == 2 and len(probe.ask) == 0
+    indices = pa.array([1, 0, None, 1], pa.int32())  # a chunk's rows: keys 1, 2, null, 1
+    rows = probe.join_rows(None, indices)
+    assert rows is not None
+    assert rows.to_pylist() == [
+        {"name": "Ada", "age": 1},
+        {"name": "Bob", "age": 2},
+        None,
+        {"name": "Ada", "age": 1},
+    ]
+    assert probe.merge(None, STRUCT).rows.to_pylist() == [
+        {"name": "Bob", "age": 2},
+        {"name": "Ada", "age": 1},
+    ]
+
+
+def test_join_rows_lines_up_fetched_and_cached_rows_and_leaves_errors_to_merge() -> None:
+    cache = store(max_rows=10)
+    fill(cache, [1, 2], fetched([{"name": "Ada", "age": 1}, {"name": "Bob", "age": 2}]))
+    probe = CacheProbe.of(cache, pa.array([2, 5, 1], pa.int64()), 0.0, STRUCT)
+    assert not probe.aligned and probe.ask.to_pylist() == [5]
+    indices = pa.array([0, 1, 2, None, 1], pa.int32())
+    rows = probe.join_rows(fetched([{"name": "Eve", "age": 5}]), indices)
+    assert rows is not None
+    assert rows.to_pylist() == [
+        {"name": "Bob", "age": 2},
+        {"name": "Eve", "age": 5},
+        {"name": "Ada", "age": 1},
+        None,
+        {"name": "Eve", "age": 5},
+    ]
+    failed = fetched([None], errors={0: ValueError("bad")})
+    assert probe.join_rows(failed, indices) is None  # not simple: merged, row by row
+    assert probe.merge(failed, STRUCT).errors.keys() == {1}
+
+
+def test_a_probe_of_a_cached_1_to_n_key_is_merged_row_by_row() -> None:
+    cache = store(max_rows=10)
+    fill(cache, [1, 3], fetched([{"name": "Ada", "age": 1}, None], multi={1: [("x", 1)]}))
+    probe = CacheProbe.of(cache, pa.array([3, 1], pa.int64()), 0.0, STRUCT)
+    assert not probe.aligned  # a list entry is no slab position
+    assert probe.join_rows(None, pa.array([0, 1], pa.int32())) is None
+    merged = probe.merge(None, STRUCT)
+    assert merged.multi == {0: [("x", 1)]}
+    assert merged.rows.to_pylist() == [None, {"name": "Ada", "age": 1}]
+
+
+def test_a_fill_is_joined_to_the_slab_only_when_a_read_needs_its_rows() -> None:
+    slab = ArrowSlab(STRUCT)
+    slab.append(pa.array([{"name": f"n{i}", "age": i} for i in range(10_000)], STRUCT))
+    column = slab.column()
+    assert len(column) == 10_000
+    assert slab.append(pa.array([{"name": "new", "age": -1}], STRUCT)) == 10_000
+    assert slab.column(10_000) is column  # no row of the fill is needed: no copy
+    assert slab.row(10_000) == ("new", -1)  # a read of it joins it
+    joined = slab.column(10_001)
+    assert len(joined) == 10_001 and joined is not column
+    assert column.to_pylist()[-1] == {"name": "n9999", "age": 9999}  # taken columns stay

@@ -3,7 +3,8 @@
 Its floor of the house: the lane's run (:mod:`.run`: chunks admitted, requests
 pipelined, answers aligned), its calls to a source (:mod:`.calls`), the columnar source
 contract and answer (:mod:`.columnar`), the bulk decoders sources use (:mod:`.bulk`),
-the cache probe, fill and merge (:mod:`.cache`) and per-key retries (:mod:`.retry`).
+the cache probe, fill and merge (:mod:`.cache`), the Arrow rows the cache keeps
+(:mod:`.slab`) and per-key retries (:mod:`.retry`).
 The per-row join it stands beside is the rest of :mod:`enrich.lookup`.
 
 Internal: import the public names from :mod:`enrich`.

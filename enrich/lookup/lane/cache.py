@@ -17,13 +17,20 @@ the per-row join reads a slab row as its tuple (``CacheStore.get``).
 Memory stays bounded by ``max_rows``: an evicted or replaced entry leaves a dead row in
 the slab, and once the slab holds more than twice the entries (plus
 :data:`SLAB_SLACK` rows) it is compacted, its live rows taken into a new one and their
-entries pointed at them. A probe takes its hits when it runs, so a compaction while a
-chunk's requests are out changes nothing for that chunk.
+entries pointed at them. A probe takes its hits, or the slab's column they are in, when
+it runs, so a compaction while a chunk's requests are out changes nothing for that
+chunk (columns are immutable: a new one is made, the probe keeps the old).
 
 What is bulk: the keys come out of Arrow with one ``to_pylist``; the store answers them
-with C-level passes; the keys to ask are one ``filter`` of the Arrow keys; the answer
-is fetched rows and hit rows put in key order by one ``take`` (the inverse permutation
-is a ``sort_indices``), or the hits themselves when every key was one.
+with C-level passes; one int64 conversion of its answers tells whether every cached key
+is a slab row (the warm case) and where; the keys to ask are one ``filter`` of the
+Arrow keys. The chunk's rows are then one ``take`` (:meth:`CacheProbe.join_rows`):
+from the slab's column at the slots of the rows' keys when every key was a hit (the
+hits are not taken first; measured on a warm skewed chunk, 10,000 rows over 3,000 keys:
+0.16 ms, against 0.32 ms for the hits and then the rows), or from the fetched rows and
+the hits put in key order (the inverse permutation is a ``sort_indices``). A chunk with
+an error or a 1:N key is merged into one answer (:meth:`CacheProbe.merge`) and joined
+row by row.
 
 Imports no pyspark.
 """
@@ -40,57 +47,10 @@ import pyarrow.compute as pc
 
 from ..cache import MISS, CacheStore
 from .columnar import ColumnarAnswer, struct_tuples, tuples_to_struct
+from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
 SLAB_SLACK = 65_536
-
-
-class ArrowSlab:
-    """The rows the lane cached in one store, as one Arrow struct column, by position.
-
-    Appends are kept apart and joined to the column when it is next read, so a run of
-    fills costs one concatenation. Used on the runtime loop thread only, as the store.
-    """
-
-    __slots__ = ("_length", "_pending", "_rows", "struct_type")
-
-    def __init__(self, struct_type: pa.StructType) -> None:
-        self.struct_type = struct_type
-        self._rows: pa.StructArray = pa.array([], type=struct_type)
-        self._pending: list[pa.StructArray] = []
-        self._length = 0
-
-    def __len__(self) -> int:
-        return self._length
-
-    def append(self, rows: pa.StructArray) -> int:
-        """Keep ``rows``; returns the position of the first."""
-        base = self._length
-        self._pending.append(rows)
-        self._length += len(rows)
-        return base
-
-    def take(self, positions: list[int]) -> pa.StructArray:
-        """The rows at ``positions``."""
-        return self._column().take(pa.array(positions, pa.int64()))
-
-    def row(self, position: int) -> tuple[Any, ...]:
-        """The row at ``position`` as the per-row join's tuple."""
-        return struct_tuples(self._column().slice(position, 1))[0]
-
-    def compact(self, store: CacheStore) -> None:
-        """Keep only the rows ``store``'s entries point at, and point them anew."""
-        live = store.slots()
-        keys = [key for key, _ in live]
-        self._rows = self.take([position for _, position in live])
-        self._length = len(self._rows)
-        store.move_slots(keys, range(len(keys)))
-
-    def _column(self) -> pa.StructArray:
-        if self._pending:
-            self._rows = pa.concat_arrays([self._rows, *self._pending])
-            self._pending = []
-        return self._rows
 
 
 def slab_of(store: CacheStore, struct_type: pa.StructType) -> ArrowSlab | None:
@@ -114,9 +74,11 @@ class CacheProbe:
         ask: those keys, as Arrow (the distinct keys themselves when none was cached).
         hit_positions: the positions of the keys the cache answered.
         hit_rows: their rows, aligned with ``hit_positions`` (null: a cached miss or
-            a cached 1:N key).
+            a cached 1:N key); None when nothing was cached or when every key was a
+            slab row (then ``view`` and ``slots`` hold them).
         multi: key position -> cached 1:N rows.
-        aligned: whether every key was a hit and ``hit_rows`` are in key order.
+        aligned: whether every key was a hit, in key order: the slab's rows at
+            ``slots`` in ``view`` (the slab's column when the probe ran).
     """
 
     keys: list[Any]
@@ -126,6 +88,8 @@ class CacheProbe:
     hit_rows: pa.StructArray | None = None
     multi: dict[int, Any] = field(default_factory=dict)
     aligned: bool = False
+    view: pa.StructArray | None = None
+    slots: pa.Array | None = None
 
     @classmethod
     def of(
@@ -135,33 +99,56 @@ class CacheProbe:
         hits' rows are taken now (see the module docstring)."""
         keys = distinct.to_pylist()
         values = store.get_many(keys, now)
-        absent = list(map(is_, values, repeat(None)))
-        ask_positions = list(compress(range(len(keys)), absent))
-        if len(ask_positions) == len(keys):
-            return cls(keys, ask_positions, distinct)
-        if not ask_positions:
-            ask = distinct.slice(0, 0)
-        else:
-            ask = distinct.filter(pa.array(absent, pa.bool_()))
-        probe = cls(keys, ask_positions, ask)
-        probe._take_hits(store, values, struct_type)
-        return probe
-
-    def _take_hits(self, store: CacheStore, values: list[Any], struct_type: pa.StructType) -> None:
         slab = store.slab if isinstance(store.slab, ArrowSlab) else None
         if slab is not None and slab.struct_type != struct_type:
-            slab = None
-        kinds = list(map(type, values))
-        if slab is not None and not self.ask_positions and kinds.count(int) == len(values):
-            # The common warm case: every key is a row the lane filled.
-            self.hit_positions = list(range(len(values)))
-            self.hit_rows = slab.take(values)
-            self.aligned = True
-            return
-        present = list(map(is_not, values, repeat(None)))
-        positions = list(compress(range(len(values)), present))
-        hits = list(compress(values, present))
-        kinds = list(compress(kinds, present))
+            slab = None  # a position cannot be an entry here
+        slots = slab_slots(values) if slab is not None else None
+        if slab is not None and slots is not None:
+            # The common warm case: every cached key is a row the lane filled (one
+            # C-level conversion tells; null: a key to ask).
+            return cls._of_slots(keys, distinct, slab, slots)
+        missing = values.count(None)
+        if missing == len(keys):
+            return cls(keys, list(range(len(keys))), distinct)
+        if not missing:
+            probe = cls(keys, [], distinct.slice(0, 0))
+        else:
+            absent = list(map(is_, values, repeat(None)))
+            ask = distinct.filter(pa.array(absent, pa.bool_()))
+            probe = cls(keys, list(compress(range(len(keys)), absent)), ask)
+        probe._take_hits(values, slab, struct_type)
+        return probe
+
+    @classmethod
+    def _of_slots(
+        cls, keys: list[Any], distinct: pa.Array, slab: ArrowSlab, slots: pa.Array
+    ) -> CacheProbe:
+        """The probe when each key is a slot in ``slab`` or null (not cached)."""
+        missing = slots.null_count
+        if missing == len(keys):
+            return cls(keys, list(range(len(keys))), distinct)
+        if not missing:  # every key a hit: its rows are taken with the chunk's (join_rows)
+            probe = cls(keys, [], distinct.slice(0, 0), list(range(len(keys))))
+            probe.view, probe.slots, probe.aligned = slab.column(_needed(slots)), slots, True
+            return probe
+        absent = slots.is_null()
+        ask_positions = pc.indices_nonzero(absent).to_pylist()
+        hit_positions = pc.indices_nonzero(slots.is_valid()).to_pylist()
+        probe = cls(keys, ask_positions, distinct.filter(absent), hit_positions)
+        probe.hit_rows = slab.column(_needed(slots)).take(slots.drop_null())
+        return probe
+
+    def _take_hits(
+        self, values: list[Any], slab: ArrowSlab | None, struct_type: pa.StructType
+    ) -> None:
+        if not self.ask_positions:
+            positions = list(range(len(values)))
+            hits = values
+        else:
+            present = list(map(is_not, values, repeat(None)))
+            positions = list(compress(range(len(values)), present))
+            hits = list(compress(values, present))
+        kinds = list(map(type, hits))
         pieces: list[pa.StructArray] = []
         ordered: list[int] = []
         is_slot = list(map(is_, kinds, repeat(int)))
@@ -216,11 +203,11 @@ class CacheProbe:
     def merge(self, fetched: ColumnarAnswer | None, struct_type: pa.StructType) -> ColumnarAnswer:
         """The answer for every distinct key, in order: the fetched answer for the
         asked keys (aligned with :attr:`ask`), the cached rows for the others."""
+        if self.aligned:
+            return ColumnarAnswer(self._aligned_rows(self.slots))
         hit_rows = self.hit_rows
         if hit_rows is None:  # nothing cached: the fetched answer is aligned already
             return fetched if fetched is not None else ColumnarAnswer(pa.nulls(0, struct_type))
-        if self.aligned:
-            return ColumnarAnswer(hit_rows)
         multi = dict(self.multi)
         ask = self.ask_positions
         pieces = [hit_rows]
@@ -229,10 +216,46 @@ class CacheProbe:
             pieces.insert(0, fetched.rows)
             errors = {ask[i]: error for i, error in fetched.errors.items()}
             multi.update((ask[i], many) for i, many in fetched.multi.items())
-        # The pieces hold the keys in the order ask, hits; sorting that order gives,
-        # for each key, its row in the pieces.
-        order = pc.sort_indices(pa.array(ask + self.hit_positions, pa.int64()))
-        return ColumnarAnswer(pa.concat_arrays(pieces).take(order), errors, multi)
+        return ColumnarAnswer(pa.concat_arrays(pieces).take(self._order()), errors, multi)
+
+    def join_rows(self, fetched: ColumnarAnswer | None, indices: pa.Array) -> pa.StructArray | None:
+        """``merge(fetched).rows.take(indices)`` (a chunk's rows by their keys'
+        ``indices``) in one ``take`` of the rows, without building the merged answer;
+        None when the answer is not simple (an error or a 1:N key: the caller merges)."""
+        if self.multi or (fetched is not None and not fetched.is_simple()):
+            return None
+        if self.aligned:
+            return self._aligned_rows(self.slots.take(indices))  # type: ignore[union-attr]
+        hit_rows = self.hit_rows
+        if hit_rows is None:
+            return fetched.rows.take(indices) if fetched is not None else None
+        if fetched is None or not self.ask_positions:
+            return None  # pragma: no cover - keys to ask have an answer to merge
+        rows = pa.concat_arrays([fetched.rows, hit_rows])
+        return rows.take(self._order().take(indices))
+
+    def _aligned_rows(self, slots: pa.Array | None) -> pa.StructArray:
+        assert self.view is not None and slots is not None
+        return self.view.take(slots)
+
+    def _order(self) -> pa.Array:
+        """For each key, its row in the pieces ``fetched rows, hit rows``: they hold
+        the keys in the order ask, hits, and sorting that order gives it."""
+        return pc.sort_indices(pa.array(self.ask_positions + self.hit_positions, pa.int64()))
+
+
+def _needed(slots: pa.Array) -> int:
+    """The rows a column must hold for ``slots`` (int64, some valid)."""
+    return int(pc.max(slots).as_py()) + 1
+
+
+def slab_slots(hits: list[Any]) -> pa.Array | None:
+    """``hits`` as an int64 array of slab positions, or None when one is not a position
+    (a tuple, a list of rows, :data:`MISS`): one C-level conversion either way."""
+    try:
+        return pa.array(hits, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
 
 
 def slab_entries(answer: ColumnarAnswer, base: int) -> list[Any]:

@@ -42,7 +42,8 @@ class Resolved:
     ``parts``, when set, are the answer still to settle on the task thread (aligned with
     the asked keys, in order), and ``probe`` what the cache held for the other keys
     (a :class:`~enrich.lookup.lane.cache.CacheProbe`, or None without a cache);
-    otherwise ``answer`` is the answer."""
+    ``probe`` without ``parts``: the cache held every key, and the task thread takes
+    the rows from the probe; otherwise ``answer`` is the answer."""
 
     answer: ColumnarAnswer
     parts: list[Part] | None = None

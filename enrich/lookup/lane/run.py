@@ -24,11 +24,13 @@ Decoding happens on the task thread where it can: a source with ``fetch_arrow`` 
 :class:`~enrich.lookup.lane.columnar.ColumnarSource`) hands the loop's raw replies over with
 a decode step, which the task thread runs when it assembles the chunk, so the loop thread
 only makes requests. With a cache, the loop probes the store when the chunk is admitted
-(taking the hits' rows then), the task thread decodes the fetched answer and merges it
-with the hits, and hands the decoded answer back to the loop, which fills the store (a
-chunk admitted before that fill asks those keys again, as for any key pending in two
-chunks). A join with retries needs the decoded answer on the loop (to see which keys to
-ask again) and decodes, fills and merges there.
+(taking the hits' rows then, or, when every key is a row the lane cached, the slab's
+column and their positions in it), the task thread decodes the fetched answer, takes
+the chunk's rows from it and the hits in one ``take``, and hands the decoded answer
+back to the loop, which fills the store (a chunk admitted before that fill asks those
+keys again, as for any key pending in two chunks). A join with retries needs the
+decoded answer on the loop (to see which keys to ask again) and decodes, fills and
+merges there.
 
 The calls themselves are :mod:`enrich.lookup.lane.calls`; a cache is probed, filled and
 merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane.cache`), in the store
@@ -185,6 +187,11 @@ class ColumnarLane:
             resolved.cache_misses = len(probe.ask_positions)
             ask = probe.ask
         fetched = None
+        if probe is not None and not len(ask):
+            # Every key cached: the task thread takes the chunk's rows from the hits
+            # (CacheProbe.join_rows), one take instead of the hits' and then the rows'.
+            resolved.probe = probe
+            return resolved
         if len(ask):
             parts = await calls.attempt(ask, 1, deadline, resolved)
             if self.retry is None:
@@ -227,19 +234,25 @@ class ColumnarLane:
         metrics.cache_hits += resolved.cache_hits
         metrics.cache_misses += resolved.cache_misses
         metrics.retries += resolved.retries
-        if resolved.parts is None:
-            answer = resolved.answer
-        else:
-            answer = self._calls.settle(resolved.parts)
-            probe = resolved.probe
+        probe = resolved.probe
+        fetched = None
+        if resolved.parts is not None:
+            fetched = self._calls.settle(resolved.parts)
             if probe is not None:
                 self._filled = asyncio.run_coroutine_threadsafe(
-                    self._fill(probe, answer), get_loop()
+                    self._fill(probe, fetched), get_loop()
                 )
-                answer = probe.merge(answer, self.struct_type)
-        if not answer.is_simple():
-            return self._per_row(item, answer)
-        structs = answer.rows.take(item.indices)
+        # With a cache, the hits and the fetched rows are taken for the chunk's rows at
+        # once; a chunk with an error or a 1:N key is merged and goes row by row.
+        structs = probe.join_rows(fetched, item.indices) if probe is not None else None
+        if structs is None:
+            if probe is not None:
+                answer = probe.merge(fetched, self.struct_type)
+            else:
+                answer = resolved.answer if fetched is None else fetched
+            if not answer.is_simple():
+                return self._per_row(item, answer)
+            structs = answer.rows.take(item.indices)
         found = len(structs) - structs.null_count
         null_keys = item.indices.null_count
         metrics.null_keys += null_keys
