@@ -10,6 +10,7 @@ SUITES = (
     "operator",
     "lookup",
     "tail",
+    "http_per_key",
     "spark",
     "cache",
     "rss",

@@ -103,8 +103,8 @@ def main() -> None:
             "call per record. CPU: this process's CPU per lookup (all threads; the service "
             "runs in a process of its own), least of the rounds. b/a and c/a: of the best "
             "rounds; within rounds: the median over rounds of the ratio in one round.\n\n"
-            "Rerun: `PYTHONPATH=$PWD python -m benchmarks.http_per_key` (not a suite of "
-            "`python -m benchmarks`; ENRICH_BENCH_HTTP=N lookups a round, "
+            "Rerun: `./scripts/dev bench http_per_key` ("
+            "ENRICH_BENCH_HTTP=N lookups a round, "
             "ENRICH_BENCH_HTTP_RUNS=N runs, ENRICH_BENCH_HTTP_ROUNDS=N rounds a run)."
         ),
     )
