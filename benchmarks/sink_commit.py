@@ -6,20 +6,34 @@ sink's own codec) in one staging list, as the executors do, runs the real commit
 (:func:`enrich.spark.redis_commit.commit`), and reads the longest command from
 ``SLOWLOG`` (threshold 0: every command logged), for a stream target and a hash target.
 Sizes: ``ENRICH_BENCH_COMMIT="10000,100000,1000000"`` (the default).
+
+Then the job itself at its defaults: a backlog of ``N`` entries in a stream, read by the
+``redis-stream`` source, enriched by ``lookup_join`` and written by the ``redis`` sink in
+mode transactional (``Trigger.AvailableNow``, local[2], every option at its default:
+micro-batches of at most 5,000 entries, commits of at most 5,000 rows), with the longest
+command Redis ran meanwhile from ``SLOWLOG``, whoever sent it (the source's reads, the
+lookups, the staging, the commits); and, beside it, the same job with both limits
+lifted (``maxEntriesPerTrigger=0``, ``maxRowsPerCommit=0``).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
+from typing import Any
 
 import redis
 
+from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
 from enrich.spark import redis_commit
 from enrich.spark.sink_codec import pack
 
 from ._report import table, write
+from .lookup import load_users
+from .pipeline import ORDER_SCHEMA, STREAM, fill_stream
+from .spark import SCHEMA, start_spark
 
 SIZES = [int(n) for n in os.environ.get("ENRICH_BENCH_COMMIT", "10000,100000,1000000").split(",")]
 STAGE_CHUNK = 5000
@@ -50,6 +64,66 @@ def measure(client: redis.Redis, kind: str, rows: int) -> tuple[float, float]:
     return longest, wall
 
 
+def pipeline(spark: Any, url: str, rows: int, bounded: bool) -> list[Any]:
+    """The job over a backlog of ``rows`` entries: [batches, longest command ms, rows/s]."""
+    from enrich.spark import lookup_join
+
+    client = redis.Redis.from_url(url, socket_timeout=600)
+    for key in ("enriched", *client.scan_iter("enrich:sink:*", count=10_000)):
+        client.delete(key)
+    fill_stream(url, rows)
+    client.config_set("slowlog-log-slower-than", 1000)  # commands of 1 ms and more
+    client.slowlog_reset()
+    users = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
+    source = spark.readStream.format("redis-stream").option("url", url).option("stream", STREAM)
+    if not bounded:
+        source = source.option("maxEntriesPerTrigger", "0")
+    enriched = lookup_join(source.schema(ORDER_SCHEMA).load(), users, on="user_id")
+    with tempfile.TemporaryDirectory(prefix="enrich-bench-") as checkpoint:
+        writer = (
+            enriched.drop("stream_id")
+            .writeStream.format("redis")
+            .option("url", url)
+            .option("stream", "enriched")
+            .option("checkpointLocation", checkpoint)
+        )
+        if not bounded:
+            writer = writer.option("maxRowsPerCommit", "0")
+        started = time.perf_counter()
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        elapsed = time.perf_counter() - started
+        batches = sum(1 for p in query.recentProgress if p["numInputRows"])
+    log = client.slowlog_get(10_000)
+    longest = max((entry["duration"] for entry in log), default=0) / 1000
+    landed = client.xlen("enriched")
+    client.close()
+    if landed != rows:
+        raise RuntimeError(f"{landed} rows landed, {rows} expected")
+    return [batches, longest, rows / elapsed]
+
+
+def jobs_section(url: str) -> str:
+    from enrich.spark import register_data_sources
+
+    spark = start_spark()
+    register_data_sources(spark)
+    out = []
+    try:
+        load_users(url)
+        pipeline(spark, url, 20_000, True)  # warm-up: workers, pools
+        for rows in SIZES:
+            for bounded in (True, False):
+                batches, longest, rate = pipeline(spark, url, rows, bounded)
+                limits = "defaults (5,000 a batch)" if bounded else "limits lifted (0)"
+                out.append([rows, limits, batches, longest, rate])
+                print(f"sink_commit job: {rows:,} {limits}: {longest:.1f} ms, {rate:,.0f}/s")
+    finally:
+        spark.stop()
+    headers = ["backlog", "settings", "batches", "longest command ms", "rows/s"]
+    return table(headers, out)
+
+
 def main() -> None:
     rows_out = []
     with local_redis() as url:
@@ -60,6 +134,7 @@ def main() -> None:
                 rows_out.append([kind, rows, longest, longest * 1000 / rows, wall])
         client.flushall()
         client.close()
+        job_rows = jobs_section(url)
     write(
         "sink_commit",
         "Transactional sink: the longest command of a commit (SLOWLOG)",
@@ -67,14 +142,24 @@ def main() -> None:
             (
                 "One batch, one commit",
                 table(["target", "rows", "longest command ms", "us per row", "wall ms"], rows_out),
-            )
+            ),
+            (
+                "The job: redis-stream -> lookup_join -> redis sink, transactional, local[2]",
+                job_rows,
+            ),
         ],
         notes=(
             "The commit script checks each staging list's length, then publishes every row "
             "(XADD, or DEL+HSET) and the marker in one script: read-committed (a reader "
-            "never sees part of a batch) costs a pause proportional to the batch. To keep "
-            "each pause under 50 ms, bound the batch: maxEntriesPerTrigger <= 50 ms / (us "
-            "per row above)."
+            "never sees part of a batch) costs a pause proportional to the batch. The sink "
+            "therefore refuses a batch of more than maxRowsPerCommit rows (5,000 by "
+            "default), and the redis-stream source reads at most maxEntriesPerTrigger "
+            "entries a micro-batch (5,000 by default): the job's table shows the longest "
+            "command at the defaults, and what lifting both limits costs Redis and gains "
+            "in rows/s (each micro-batch costs Spark about 0.3 s of its own bookkeeping on "
+            "this machine: offsets and commit logs, planning, task launch). Target (issue "
+            "18): no command over 50 ms at the defaults, whatever the backlog.\n\n"
+            "Rerun: `./scripts/dev bench sink_commit` (ENRICH_BENCH_COMMIT sets the sizes)."
         ),
     )
 

@@ -52,6 +52,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "error_column",
         "checkpointLocation",
         "stagingTtl",
+        "maxRowsPerCommit",
     ),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),

@@ -60,6 +60,7 @@ class SinkSettings:
     error_column: str
     checkpoint: str | None
     staging_ttl: int
+    max_rows: int | None = redis_options.BATCH_ROWS  # per transactional commit; None: no limit
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> SinkSettings:
@@ -84,6 +85,7 @@ class SinkSettings:
             ) from None
         ttl = redis_options.positive_int(options, "stagingTtl", DEFAULT_STAGING_TTL)
         assert ttl is not None
+        rows = redis_options.row_limit(options, "maxRowsPerCommit", redis_options.BATCH_ROWS)
         return cls(
             url=url,
             stream=stream,
@@ -94,6 +96,7 @@ class SinkSettings:
             error_column=str(options.get("error_column", DEFAULT_ERROR_COLUMN)),
             checkpoint=options.get("checkpointLocation"),
             staging_ttl=ttl,
+            max_rows=rows,
         )
 
     @property

@@ -48,7 +48,8 @@ LOSS_KEY = "@dataLoss"  # in offsets: cumulative counts per stream
 RESET_KEY = "@reset"  # in an end offset: streams read from 0-0 again (recreated)
 FROM_KEY = "@from"  # in an end offset: where a stream read from 0-0 begins (for splits)
 ADDED_KEY = "@added"  # Redis 7.0+: per stream, how many entries ever had an id <= the offset
-RESERVED = (LOSS_KEY, RESET_KEY, FROM_KEY, ADDED_KEY)
+CUTS_KEY = "@cuts"  # in an end offset: per stream, the ids its partitions end at
+RESERVED = (LOSS_KEY, RESET_KEY, FROM_KEY, ADDED_KEY, CUTS_KEY)
 
 log = logging.getLogger("enrich.spark.streams")
 

@@ -8,7 +8,10 @@ An offset is ``{stream: last planned entry id, ...}``, plus, where they apply:
 * ``"@added": {stream: n}``: Redis 7.0+, how many entries were ever added up to the
   offset, when known (see :mod:`enrich.spark.stream_loss`);
 * ``"@from": {stream: id}``: the first entry of a stream read from ``0-0``, so that the
-  split into partitions is planned from the offsets alone (:mod:`enrich.spark.stream_read`).
+  split into partitions is planned from the offsets alone (:mod:`enrich.spark.stream_read`);
+* ``"@cuts": {stream: [id, ...]}``: in a batch bounded by ``maxEntriesPerTrigger``, the
+  entries where its partitions end, chosen from the entries themselves (the driver has
+  just read their ids to find the end), so each partition gets its share of the entries.
 
 When nothing is new, the start offset is returned as it is: Spark then plans no batch.
 """
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from . import redis_options
 from .stream_loss import (
     ADDED_KEY,
+    CUTS_KEY,
     FROM_KEY,
     LOSS_KEY,
     NOTHING,
@@ -79,18 +83,22 @@ class Offsets:
 
     def advance(
         self, stream: str, start: str, upper: str | None, budget: int | None
-    ) -> tuple[str, int | None]:
+    ) -> tuple[str, int | None, list[str]]:
         """The id ``budget`` entries after ``start`` (all of them without a budget),
-        never beyond ``upper``, ``start`` itself when nothing is there; and how many
-        entries that is, when counted."""
+        never beyond ``upper``, ``start`` itself when nothing is there; how many entries
+        that is, when counted; and, when counted, the ids that cut them into the
+        source's partitions (equal shares)."""
         high = "+" if upper is None else upper
         if budget is None:
             newest = self.client.xrevrange(stream, high, "-", count=1)
-            end, count = (text(newest[0][0]) if newest else start), None
+            end, count, cuts = (text(newest[0][0]) if newest else start), None, []
         else:
             page = self.client.xrange(stream, f"({start}", high, count=budget)
             end, count = (text(page[-1][0]) if page else start), len(page)
-        return (end, count) if parse_id(end) > parse_id(start) else (start, 0)
+            cuts = equal_cuts([entry[0] for entry in page], self.settings.partitions)
+        if parse_id(end) > parse_id(start):
+            return end, count, cuts
+        return start, 0, []
 
     def latest(
         self, start: Mapping[str, Any], target: Mapping[str, str] | None, budget: int | None
@@ -104,6 +112,7 @@ class Offsets:
         resets: list[str] = []
         starts: dict[str, str] = {}
         added: dict[str, int] = {}
+        cuts: dict[str, list[str]] = {}
         for stream in self.settings.streams:
             # A stream added to the option since the checkpoint starts at the beginning.
             begin = str(start.get(stream, NOTHING))
@@ -125,7 +134,9 @@ class Offsets:
                     begin, place = NOTHING, 0
                     resets.append(stream)
             upper = None if target is None else target.get(stream)
-            end[stream], count = self.advance(stream, begin, upper, budget)
+            end[stream], count, cut = self.advance(stream, begin, upper, budget)
+            if cut:
+                cuts[stream] = cut
             if begin == NOTHING and end[stream] != NOTHING:
                 first = self.client.xrange(stream, "-", end[stream], count=1)
                 starts[stream] = text(first[0][0]) if first else end[stream]
@@ -137,7 +148,7 @@ class Offsets:
         if not moved and not resets and repr(counts) == before:
             return dict(start)
         for key, value in ((LOSS_KEY, counts), (RESET_KEY, resets), (FROM_KEY, starts),
-                           (ADDED_KEY, added)):  # fmt: skip
+                           (ADDED_KEY, added), (CUTS_KEY, cuts)):  # fmt: skip
             if value:
                 end[key] = value
         return end
@@ -146,6 +157,14 @@ class Offsets:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def equal_cuts(ids: list[bytes | str], parts: int) -> list[str]:
+    """The ids ending each of the first ``parts - 1`` equal shares of ``ids`` (in id
+    order); none when there are fewer ids than parts."""
+    if parts < 2 or len(ids) < parts:
+        return []
+    return [text(ids[len(ids) * i // parts - 1]) for i in range(1, parts)]
 
 
 def _place(

@@ -1,10 +1,12 @@
 """Reading a ``redis-stream`` batch: its ranges, split by entry id, and the executor side.
 
-A stream's ``(after, until]`` range of a micro-batch is split into partitions by pure
-arithmetic on the two ids (:func:`split_range`): the milliseconds between them are cut
-into equal spans, so the split depends on the offsets alone and a replayed batch reads
-exactly the same entries in each partition, whatever was added or trimmed since. Entries
-are rarely spread evenly in time; a partition may get more entries than another, or none.
+A stream's ``(after, until]`` range of a micro-batch is split into partitions from the
+offsets alone, so a replayed batch reads exactly the same entries in each partition,
+whatever was added or trimmed since. A batch bounded by ``maxEntriesPerTrigger`` (the
+default) carries its cut ids in its end offset (``@cuts``, chosen by the driver from the
+entries it counted: equal shares). An unbounded batch is cut by pure arithmetic on the
+two ids (:func:`split_range`): the milliseconds between them in equal spans; entries are
+rarely spread evenly in time, so a partition may get more entries than another, or none.
 """
 
 from __future__ import annotations
@@ -69,10 +71,21 @@ class RedisStreamPartition(InputPartition):
 
 
 def stream_partitions(
-    stream: str, after: str, until: str, parts: int, first: str | None = None, **check: Any
+    stream: str,
+    after: str,
+    until: str,
+    parts: int,
+    first: str | None = None,
+    cuts: list[str] | None = None,
+    **check: Any,
 ) -> list[RedisStreamPartition]:
-    """The partitions of one stream's ``(after, until]`` (none when it is empty)."""
-    ranges = split_range(after, until, parts, first)
+    """The partitions of one stream's ``(after, until]`` (none when it is empty): cut at
+    ``cuts`` when the offset carries them, else by :func:`split_range`."""
+    if cuts:
+        bounds = [after, *cuts, until]
+        ranges = [(a, b) for a, b in itertools.pairwise(bounds) if parse_id(b) > parse_id(a)]
+    else:
+        ranges = split_range(after, until, parts, first)
     return [RedisStreamPartition(stream, a, b, **check) for a, b in ranges]
 
 

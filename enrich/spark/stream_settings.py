@@ -54,7 +54,8 @@ class StreamSettings:
                     f"got {start!r}"
                 ) from None
             start = f"{ms}-{seq}"
-        max_entries = redis_options.positive_int(options, "maxEntriesPerTrigger", None)
+        rows = redis_options.BATCH_ROWS
+        max_entries = redis_options.row_limit(options, "maxEntriesPerTrigger", rows)
         corrupt = str(options.get("columnNameOfCorruptRecord", CORRUPT_COLUMN)).strip()
         if not corrupt:
             raise ValueError("option columnNameOfCorruptRecord must name a column")

@@ -13,7 +13,12 @@ Options:
     startingPosition: ``earliest`` (default), ``latest`` (entries added after the query
         first starts), or an entry id (the entries after it, as ``XREAD`` does).
     maxEntriesPerTrigger: the most entries per micro-batch, split evenly among the
-        streams (default: no limit). ``Trigger.AvailableNow`` honours it too.
+        streams (default 5,000, what one transactional commit of the ``redis`` sink
+        publishes by default, ``maxRowsPerCommit``; ``0``: no limit). ``Trigger.AvailableNow``
+        honours it too. Needs pyspark 4.2+ (read limits of Python sources); older
+        versions read everything available in each micro-batch.
+    partitionsPerStream: the partitions each stream's batch is split into (default: the
+        session's parallelism divided among the streams).
     failOnDataLoss: ``true`` (default) or ``false``: skip lost entries, log and count them.
     mode: ``PERMISSIVE`` (default), ``DROPMALFORMED`` or ``FAILFAST``, for entries with a
         field that does not parse (:mod:`enrich.spark.stream_fields`).
@@ -40,6 +45,7 @@ from pyspark.sql.types import StructType
 from .stream_fields import DEFAULT_SCHEMA
 from .stream_loss import (
     ADDED_KEY,
+    CUTS_KEY,
     FROM_KEY,
     NOTHING,
     RESET_KEY,
@@ -102,6 +108,7 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         resets = end.get(RESET_KEY) or []
         firsts = end.get(FROM_KEY) or {}
         known = start.get(ADDED_KEY) or {}
+        cuts = end.get(CUTS_KEY) or {}
         parts: list[InputPartition] = []
         for s in self.settings.streams:
             after = NOTHING if s in resets else str(start.get(s, NOTHING))
@@ -111,6 +118,7 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[s],
                 self.settings.partitions,
                 firsts.get(s) if after == NOTHING else None,
+                cuts=cuts.get(s),
                 committed=after,
                 reported=reported.get(s, {}).get("mark"),
                 initial=self.settings.is_initial(after),
