@@ -28,6 +28,7 @@ import redis
 from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
 from enrich.spark import redis_commit
+from enrich.spark.redis_options import BATCH_ROWS
 from enrich.spark.sink_codec import pack
 
 from ._report import table, write
@@ -37,6 +38,7 @@ from .spark import SCHEMA, start_spark
 
 SIZES = [int(n) for n in os.environ.get("ENRICH_BENCH_COMMIT", "10000,100000,1000000").split(",")]
 STAGE_CHUNK = 5000
+TRADE_OFF = (2_500, 20_000, 0)  # the job's limits beside the default, at the middle size
 IDENTITY = "bench"
 
 
@@ -64,8 +66,9 @@ def measure(client: redis.Redis, kind: str, rows: int) -> tuple[float, float]:
     return longest, wall
 
 
-def pipeline(spark: Any, url: str, rows: int, bounded: bool) -> list[Any]:
-    """The job over a backlog of ``rows`` entries: [batches, longest command ms, rows/s]."""
+def pipeline(spark: Any, url: str, rows: int, bound: int | None) -> list[Any]:
+    """The job over a backlog of ``rows`` entries: [batches, longest command ms, rows/s].
+    ``bound``: None for the defaults, else both limits set to it (0: lifted)."""
     from enrich.spark import lookup_join
 
     client = redis.Redis.from_url(url, socket_timeout=600)
@@ -76,8 +79,8 @@ def pipeline(spark: Any, url: str, rows: int, bounded: bool) -> list[Any]:
     client.slowlog_reset()
     users = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
     source = spark.readStream.format("redis-stream").option("url", url).option("stream", STREAM)
-    if not bounded:
-        source = source.option("maxEntriesPerTrigger", "0")
+    if bound is not None:
+        source = source.option("maxEntriesPerTrigger", str(bound))
     enriched = lookup_join(source.schema(ORDER_SCHEMA).load(), users, on="user_id")
     with tempfile.TemporaryDirectory(prefix="enrich-bench-") as checkpoint:
         writer = (
@@ -87,8 +90,8 @@ def pipeline(spark: Any, url: str, rows: int, bounded: bool) -> list[Any]:
             .option("stream", "enriched")
             .option("checkpointLocation", checkpoint)
         )
-        if not bounded:
-            writer = writer.option("maxRowsPerCommit", "0")
+        if bound is not None:
+            writer = writer.option("maxRowsPerCommit", str(bound))
         started = time.perf_counter()
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
@@ -111,13 +114,18 @@ def jobs_section(url: str) -> str:
     out = []
     try:
         load_users(url)
-        pipeline(spark, url, 20_000, True)  # warm-up: workers, pools
-        for rows in SIZES:
-            for bounded in (True, False):
-                batches, longest, rate = pipeline(spark, url, rows, bounded)
-                limits = "defaults (5,000 a batch)" if bounded else "limits lifted (0)"
-                out.append([rows, limits, batches, longest, rate])
-                print(f"sink_commit job: {rows:,} {limits}: {longest:.1f} ms, {rate:,.0f}/s")
+        pipeline(spark, url, 20_000, None)  # warm-up: workers, pools
+        runs: list[tuple[int, int | None]] = [(rows, None) for rows in SIZES]
+        middle = SIZES[len(SIZES) // 2]
+        runs += [(middle, bound) for bound in TRADE_OFF]
+        for rows, bound in runs:
+            batches, longest, rate = pipeline(spark, url, rows, bound)
+            if bound is None:
+                limits = f"defaults ({BATCH_ROWS:,} a batch)"
+            else:
+                limits = f"both limits {bound:,}" if bound else "both limits lifted (0)"
+            out.append([rows, limits, batches, longest, rate])
+            print(f"sink_commit job: {rows:,} {limits}: {longest:.1f} ms, {rate:,.0f}/s")
     finally:
         spark.stop()
     headers = ["backlog", "settings", "batches", "longest command ms", "rows/s"]
@@ -158,7 +166,11 @@ def main() -> None:
             "command at the defaults, and what lifting both limits costs Redis and gains "
             "in rows/s (each micro-batch costs Spark about 0.3 s of its own bookkeeping on "
             "this machine: offsets and commit logs, planning, task launch). Target (issue "
-            "18): no command over 50 ms at the defaults, whatever the backlog.\n\n"
+            "18): no command over 50 ms at the defaults, whatever the backlog. "
+            "In the job, Redis shares the two cores with Spark's JVM and Python workers: a "
+            "5,000-row commit of these 6-field rows took 20 ms on an idle machine and 38-45 "
+            "ms beside two busy processes (a trial outside this table), so the job's longest "
+            "command moves from run to run and is not proportional to the batch.\n\n"
             "Rerun: `./scripts/dev bench sink_commit` (ENRICH_BENCH_COMMIT sets the sizes)."
         ),
     )
