@@ -41,32 +41,28 @@ def required(options: Mapping[str, str], name: str, fmt: str) -> str:
 
 def positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
     """An optional positive integer option (``default`` when absent)."""
-    text = options.get(name)
-    if text is None:
-        return default
-    try:
-        value = int(str(text))
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"option {name} must be a positive integer, got {text!r}")
-    return value
+    return _count(options, name, default, 1, "a positive integer")
 
 
 def row_limit(options: Mapping[str, str], name: str, default: int) -> int | None:
     """A row-count limit option: a positive integer, or ``0`` for no limit (None)."""
+    return _count(options, name, default, 0, "a positive integer, or 0 for no limit") or None
+
+
+def _count(
+    options: Mapping[str, str], name: str, default: int | None, least: int, what: str
+) -> int | None:
+    """The integer option ``name`` (``default`` when absent), at least ``least``."""
     text = options.get(name)
     if text is None:
         return default
     try:
         value = int(str(text))
     except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(
-            f"option {name} must be a positive integer, or 0 for no limit, got {text!r}"
-        )
-    return value or None
+        value = least - 1
+    if value < least:
+        raise ValueError(f"option {name} must be {what}, got {text!r}")
+    return value
 
 
 def endpoint(url: str) -> Endpoint:
