@@ -3,7 +3,7 @@
 The commit publishes a whole batch in one Lua script, which runs alone on the server:
 its duration is everyone's pause. This stages ``N`` rows (4 columns, encoded by the
 sink's own codec) in one staging list, as the executors do, runs the real commit
-(:func:`enrich.spark.redis_commit.commit`), and reads the longest command from
+(:func:`enrich.spark.sink.commit.commit`), and reads the longest command from
 ``SLOWLOG`` (threshold 0: every command logged), for a stream target and a hash target.
 Sizes: ``ENRICH_BENCH_COMMIT="10000,100000,1000000"`` (the default).
 
@@ -27,9 +27,9 @@ import redis
 
 from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
-from enrich.spark import redis_commit
 from enrich.spark.redis_options import BATCH_ROWS
-from enrich.spark.sink_codec import pack
+from enrich.spark.sink import commit as redis_commit
+from enrich.spark.sink.codec import pack
 
 from ._report import table, write
 from .lookup import load_users

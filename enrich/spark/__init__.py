@@ -55,7 +55,7 @@ from ..lookup.source import LookupSource
 from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 from .data_sources import register_data_sources as register_data_sources
 from .keys import check_key_columns
-from .metrics import (
+from .metrics.accumulator import (
     EnrichMetricsListener,
     batch_statistics,
     names,
@@ -63,8 +63,8 @@ from .metrics import (
     register,
     statistics as _statistics,
 )
-from .observed import metrics_field, observed, observed_statistics
-from .stream_metrics import (
+from .metrics.observed import metrics_field, observed, observed_statistics
+from .streams.metrics import (
     StreamReadCounts as StreamReadCounts,
     stream_statistics as stream_statistics,
 )
@@ -244,7 +244,7 @@ def lookup_join(
     if not observing:
         schema = StructType([*df.schema.fields, *fields])
         return df.mapInArrow(partial(enrich_batches, plan), schema)
-    # The join's metrics go into each micro-batch's progress (enrich.spark.observed).
+    # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
 

@@ -29,7 +29,7 @@ from ..lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
 from ..lookup.settings import JoinSettings
 from ..lookup.source import LookupSource
-from .metrics_rows import METRICS_COLUMN, METRICS_TYPE, metrics_batch, no_metrics
+from .metrics.rows import METRICS_COLUMN, METRICS_TYPE, metrics_batch, no_metrics
 
 # Rows in flight per task for Spark lookups, unless set. Chunks are a quarter of that
 # (32768 rows), more than the 10,000 rows of the Arrow batches Spark hands over
@@ -54,7 +54,7 @@ class JoinPlan:
         accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
             with ``add({(name, query_id, batch_id): JoinMetrics})``), or None.
         observed: the output carries the metrics column and each task's metrics row
-            (:mod:`enrich.spark.metrics_rows`), for ``DataFrame.observe``.
+            (:mod:`enrich.spark.metrics.rows`), for ``DataFrame.observe``.
     """
 
     name: str

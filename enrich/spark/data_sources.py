@@ -31,8 +31,8 @@ def register_data_sources(spark: Any) -> None:
             f"the Redis data sources need Spark 4.1 or newer (Python Data Source API, "
             f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
-    from .redis_sink import RedisSinkDataSource
-    from .streams import counted_source
+    from .sink.data_source import RedisSinkDataSource
+    from .streams.source import counted_source
 
     spark.dataSource.register(counted_source(spark))
     spark.dataSource.register(RedisSinkDataSource)

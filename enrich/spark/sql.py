@@ -65,7 +65,7 @@ from ..lookup.source import LookupSource
 from . import spark_type
 from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
 from .keys import checked_key_arrays
-from .metrics import register
+from .metrics.accumulator import register
 
 __all__ = ("register_lookup", "lookup_struct_type")
 

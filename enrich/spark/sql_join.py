@@ -53,7 +53,7 @@ from ..lookup.source import LookupSource
 from . import _join_columns
 from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan
 from .lane_push import LanePush
-from .metrics import register
+from .metrics.accumulator import register
 
 if TYPE_CHECKING:
     from pyspark.sql.udtf import UserDefinedTableFunction

@@ -14,12 +14,12 @@ import redis
 from pyspark.sql import SparkSession
 
 from enrich.spark import register_data_sources
-from enrich.spark.redis_commit import CommitTooLarge, committed_batch, index_key
 from enrich.spark.redis_options import BATCH_ROWS
-from enrich.spark.redis_sink import RedisStreamWriter
-from enrich.spark.sink_rows import SinkSettings
-from enrich.spark.stream_loss import CUTS_KEY
-from enrich.spark.streams import RedisStreamReader, StreamSettings
+from enrich.spark.sink.commit import CommitTooLarge, committed_batch, index_key
+from enrich.spark.sink.data_source import RedisStreamWriter
+from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.streams.loss import CUTS_KEY
+from enrich.spark.streams.source import RedisStreamReader, StreamSettings
 from tests.spark.test_sink_commit import SCHEMA, _stage
 from tests.spark.test_stream_partitions import ID_ONLY, read_all
 from tests.support.spark_version import requires_spark

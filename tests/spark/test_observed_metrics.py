@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from enrich.spark import lookup_join, observed_statistics
-from enrich.spark.observed import observed_values
+from enrich.spark.metrics.observed import observed_values
 from enrich.testing import FakeSource
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 from pyspark.sql.types import DecimalType, DoubleType, StructField, StructType, TimestampType
 
 from enrich import Schema
-from enrich.spark import sink_codec
-from enrich.spark.sink_rows import RowEncoder, SinkSettings
+from enrich.spark.sink import codec as sink_codec
+from enrich.spark.sink.rows import RowEncoder, SinkSettings
 
 from .sink_values import Kind, canon, types
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from enrich.spark import sink_columns
-from enrich.spark.redis_sink import _rows
-from enrich.spark.sink_codec import pack
-from enrich.spark.sink_rows import RowEncoder, SinkSettings
+from enrich.spark.sink import columns as sink_columns
+from enrich.spark.sink.codec import pack
+from enrich.spark.sink.data_source import _rows
+from enrich.spark.sink.rows import RowEncoder, SinkSettings
 
 from .sink_values import Kind, types
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from enrich.spark.stream_loss import (
+from enrich.spark.streams.loss import (
     ADDED_KEY,
     LOSS_KEY,
     RESET_KEY,
@@ -21,7 +21,7 @@ from enrich.spark.stream_loss import (
     fail_on_data_loss,
     stream_info,
 )
-from enrich.spark.streams import RedisStreamPartition, RedisStreamReader, StreamSettings
+from enrich.spark.streams.source import RedisStreamPartition, RedisStreamReader, StreamSettings
 from tests.support.redis_server import (
     RedisServer,
     RedisUnavailable,

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession, functions as F
 from pyspark.sql.types import StructType
 
 from enrich.spark import register_data_sources, spark_type, stream_statistics
-from enrich.spark.stream_fields import EntryDecoder, MalformedEntry, Mode
+from enrich.spark.streams.fields import EntryDecoder, MalformedEntry, Mode
 
 pytestmark = [pytest.mark.timeout(240)]
 

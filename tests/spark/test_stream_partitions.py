@@ -13,9 +13,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from enrich.spark import register_data_sources
-from enrich.spark.stream_loss import FROM_KEY
-from enrich.spark.stream_read import LAST_SEQ, split_range
-from enrich.spark.streams import RedisStreamReader, StreamSettings
+from enrich.spark.streams.loss import FROM_KEY
+from enrich.spark.streams.read import LAST_SEQ, split_range
+from enrich.spark.streams.source import RedisStreamReader, StreamSettings
 
 pytestmark = [pytest.mark.timeout(240)]
 

@@ -5,7 +5,7 @@ random moments, restart it from the same checkpoint, and check the sink at the e
 Kill points: ``before_write``, ``mid_write`` (only the Python worker writing, mid-batch),
 ``before_commit`` (between the batch's writes and its commit), ``after_commit`` (the
 commit took effect but Spark has not recorded it), and ``random`` (any moment). The
-sink's test hook (:mod:`enrich.spark.sink_hooks`) holds the job at a named point until it
+sink's test hook (:mod:`enrich.spark.sink.hooks`) holds the job at a named point until it
 is killed. While the job runs, a reader polls the sink and fails the run if it ever sees
 a duplicate, an unknown record, a record disappear, or a staged row before its commit.
 

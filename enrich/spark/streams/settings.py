@@ -1,5 +1,5 @@
 """The ``redis-stream`` source's options, read once on the driver (see
-:mod:`enrich.spark.streams` for what each means)."""
+:mod:`enrich.spark.streams.source` for what each means)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import StructType
 
-from . import redis_options
-from .stream_fields import CORRUPT_COLUMN, EntryDecoder, Mode
-from .stream_loss import RESERVED, fail_on_data_loss, parse_id
+from .. import redis_options
+from .fields import CORRUPT_COLUMN, EntryDecoder, Mode
+from .loss import RESERVED, fail_on_data_loss, parse_id
 
 FORMAT = "redis-stream"
 

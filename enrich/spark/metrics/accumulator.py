@@ -8,7 +8,7 @@ which :class:`EnrichMetricsListener` logs batch by batch.
 
 Spark Connect has no accumulators: there :func:`statistics` raises ``LookupError``, and a
 streaming join's numbers come from each micro-batch's progress instead
-(:mod:`enrich.spark.observed`), which the listener reads when no accumulator has them.
+(:mod:`enrich.spark.metrics.observed`), which the listener reads when no accumulator has them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ..lookup.metrics import JoinMetrics
+from ...lookup.metrics import JoinMetrics
 from .observed import observed_statistics
 
 log = logging.getLogger("enrich.spark")

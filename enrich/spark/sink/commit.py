@@ -1,6 +1,6 @@
 """Two-phase commit on one Redis: staging lists, and the Lua script that publishes them.
 
-Key layout of a writer (``identity`` from :class:`~enrich.spark.sink_rows.SinkSettings`)::
+Key layout of a writer (``identity`` from :class:`~enrich.spark.sink.rows.SinkSettings`)::
 
     enrich:sink:<identity>:committed                    last committed batch id (string)
     enrich:sink:<identity>:staging                      set of this writer's staging lists
@@ -31,7 +31,7 @@ from typing import Any
 
 from enrich import EnrichError
 
-from .redis_options import BATCH_ROWS
+from ..redis_options import BATCH_ROWS
 
 PREFIX = "enrich:sink"
 PAGE = 1000  # staged operations read per LRANGE inside the script

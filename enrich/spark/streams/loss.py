@@ -51,7 +51,7 @@ ADDED_KEY = "@added"  # Redis 7.0+: per stream, how many entries ever had an id 
 CUTS_KEY = "@cuts"  # in an end offset: per stream, the ids its partitions end at
 RESERVED = (LOSS_KEY, RESET_KEY, FROM_KEY, ADDED_KEY, CUTS_KEY)
 
-log = logging.getLogger("enrich.spark.streams")
+log = logging.getLogger("enrich.spark.streams.source")
 
 
 def parse_id(text: str) -> tuple[int, int]:

@@ -6,9 +6,9 @@ An offset is ``{stream: last planned entry id, ...}``, plus, where they apply:
   (``failOnDataLoss=false``), cumulative per stream;
 * ``"@reset": [stream, ...]``: in the one batch that rereads a recreated stream;
 * ``"@added": {stream: n}``: Redis 7.0+, how many entries were ever added up to the
-  offset, when known (see :mod:`enrich.spark.stream_loss`);
+  offset, when known (see :mod:`enrich.spark.streams.loss`);
 * ``"@from": {stream: id}``: the first entry of a stream read from ``0-0``, so that the
-  split into partitions is planned from the offsets alone (:mod:`enrich.spark.stream_read`);
+  split into partitions is planned from the offsets alone (:mod:`enrich.spark.streams.read`);
 * ``"@cuts": {stream: [id, ...]}``: in a batch bounded by ``maxEntriesPerTrigger``, the
   entries where its partitions end, chosen from the entries themselves (the driver has
   just read their ids to find the end), so each partition gets its share of the entries.
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import redis_options
-from .stream_loss import (
+from .. import redis_options
+from .loss import (
     ADDED_KEY,
     CUTS_KEY,
     FROM_KEY,
@@ -38,7 +38,7 @@ from .stream_loss import (
 )
 
 if TYPE_CHECKING:
-    from .stream_settings import StreamSettings
+    from .settings import StreamSettings
 
 
 def text(value: bytes | str) -> str:

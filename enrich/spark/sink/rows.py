@@ -7,7 +7,7 @@ values in hash fields and entries):
 - ``["h", key, field, value, ...]``: replace a hash (``DEL`` then ``HSET``);
 - ``["s", key, json]``: set a string key to the row as a JSON object.
 
-Values are encoded by :mod:`enrich.spark.sink_codec` (its table says how each type is
+Values are encoded by :mod:`enrich.spark.sink.codec` (its table says how each type is
 written), so that ``RedisLookup`` with the same schema reads them back unchanged. Null
 columns are left out of entries and hashes (Redis has no null); JSON keeps them as
 ``null``. Rows whose error column (``lookup_join(..., on_error="error_column")``) is set
@@ -26,7 +26,8 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from . import redis_options, sink_codec
+from .. import redis_options
+from . import codec
 
 FORMAT = "redis"
 DEFAULT_ERROR_COLUMN = "enrich_error"
@@ -131,15 +132,15 @@ class RowEncoder:
         if settings.key is not None:
             self._key_fields = _template_fields(settings.key, self.columns)
         self._field_specs = [
-            (name, sink_codec.field_encoder(f.dataType))
+            (name, codec.field_encoder(f.dataType))
             for name, f in zip(self.columns, schema.fields, strict=True)
         ]
         self._json_specs = [
-            (encode_basestring(name) + ":", sink_codec.json_encoder(f.dataType))
+            (encode_basestring(name) + ":", codec.json_encoder(f.dataType))
             for name, f in zip(self.columns, schema.fields, strict=True)
         ]
         self._key_text = [
-            sink_codec.field_encoder(schema.fields[index].dataType) for _, index in self._key_fields
+            codec.field_encoder(schema.fields[index].dataType) for _, index in self._key_fields
         ]
 
     def field_type(self, index: int) -> Any:

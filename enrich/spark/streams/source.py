@@ -4,7 +4,7 @@ Offsets are entry ids, one per stream: ``{"orders": "1718000000000-3"}`` means e
 entry up to and including that id has been planned. A micro-batch reads the entries in
 ``(start, end]`` with ``XRANGE``, so a replayed batch reads exactly the same entries.
 The source never trims a stream; entries after a committed offset that were trimmed or
-deleted fail the query (``failOnDataLoss``, see :mod:`enrich.spark.stream_loss`). Needs
+deleted fail the query (``failOnDataLoss``, see :mod:`enrich.spark.streams.loss`). Needs
 Redis 6.2+ (exclusive ``XRANGE`` bounds); 7.0+ detects every loss exactly.
 
 Options:
@@ -21,11 +21,11 @@ Options:
         session's parallelism divided among the streams).
     failOnDataLoss: ``true`` (default) or ``false``: skip lost entries, log and count them.
     mode: ``PERMISSIVE`` (default), ``DROPMALFORMED`` or ``FAILFAST``, for entries with a
-        field that does not parse (:mod:`enrich.spark.stream_fields`).
+        field that does not parse (:mod:`enrich.spark.streams.fields`).
     columnNameOfCorruptRecord: the column that gets a malformed entry as JSON text, when
         the schema names it (default ``_corrupt_record``).
 
-Schema: see :mod:`enrich.spark.stream_fields`. ``spark.read.format("redis-stream")``
+Schema: see :mod:`enrich.spark.streams.fields`. ``spark.read.format("redis-stream")``
 reads everything from the starting position to the last entry at planning time.
 """
 
@@ -42,8 +42,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .stream_fields import DEFAULT_SCHEMA
-from .stream_loss import (
+from .fields import DEFAULT_SCHEMA
+from .loss import (
     ADDED_KEY,
     CUTS_KEY,
     FROM_KEY,
@@ -52,10 +52,10 @@ from .stream_loss import (
     loss_counts,
     parse_id,
 )
-from .stream_metrics import counter_for
-from .stream_offsets import Offsets, text
-from .stream_read import RedisStreamPartition, read_partition, stream_partitions
-from .stream_settings import FORMAT, StreamSettings
+from .metrics import counter_for
+from .offsets import Offsets, text
+from .read import RedisStreamPartition, read_partition, stream_partitions
+from .settings import FORMAT, StreamSettings
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (

@@ -11,12 +11,12 @@ Options:
     dead_letter: a stream receiving the rows whose error column (``error_column``,
         default ``enrich_error``) is not null, in the same commit as the good rows.
     checkpointLocation: the query's checkpoint; with the target, it names the writer's
-        commit marker (see :class:`~enrich.spark.sink_rows.SinkSettings`). A
+        commit marker (see :class:`~enrich.spark.sink.rows.SinkSettings`). A
         transactional streaming query needs it.
     stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
     maxRowsPerCommit: transactional mode: the most rows one batch may publish (default
         5,000; ``0``: no limit). A larger batch fails with
-        :class:`~enrich.spark.redis_commit.CommitTooLarge` and publishes nothing: its
+        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing: its
         commit would stop Redis for every client while it runs (see below).
 
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
@@ -28,17 +28,17 @@ and the same source offsets):
   written. Stream appends (and dead letters) are at-least-once in this mode: a replayed
   batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.redis_commit`); the driver's ``commit`` publishes the whole batch
+  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the whole batch
   and records its id in one Lua script. A batch id already committed is skipped, so
   appends are exactly-once and upserts atomic per batch; ``abort`` deletes staging only.
   The commit publishes nothing and fails the batch when a staging list does not hold
-  the rows its task reported (:class:`~enrich.spark.redis_commit.StagingMismatch`). A
+  the rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
   The script blocks Redis for 3.5-8 us a row; ``maxRowsPerCommit`` (5,000) keeps each
   commit under 50 ms, and the ``redis-stream`` source bounds its micro-batches to the
   same 5,000 rows by default (``maxEntriesPerTrigger``), so the two fit together.
 
-Values are encoded by :mod:`~enrich.spark.sink_codec`: ``RedisLookup`` with the same
+Values are encoded by :mod:`~enrich.spark.sink.codec`: ``RedisLookup`` with the same
 schema reads them back unchanged.
 """
 
@@ -61,9 +61,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from . import redis_commit, redis_options, sink_columns, sink_hooks
-from .sink_codec import pack
-from .sink_rows import RowEncoder, SinkMode, SinkSettings
+from .. import redis_options
+from . import columns, commit as two_phase, hooks
+from .codec import pack
+from .rows import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
 
@@ -134,7 +135,7 @@ class _RedisWriter:
     def _write(self, items: Iterator[Any]) -> StagedPart:
         partition, attempt, batch_id = _task()
         batch = batch_id if batch_id is not None else self.token
-        sink_hooks.pause_if_asked("before_write", batch_id)
+        hooks.pause_if_asked("before_write", batch_id)
         encoder = RowEncoder(self.settings, self.schema)
         rows = _rows(items)
         if self.cluster:
@@ -149,16 +150,16 @@ class _RedisWriter:
                 return StagedPart(None, self._apply(client, encoder, rows, batch_id, False))
             assert batch is not None
             identity = self.settings.identity
-            staging = redis_commit.staging_key(identity, batch, partition, attempt)
+            staging = two_phase.staging_key(identity, batch, partition, attempt)
             # Indexed first, so a crash in the middle leaves a list the next commit finds.
-            client.sadd(redis_commit.index_key(identity), staging)
+            client.sadd(two_phase.index_key(identity), staging)
             count = 0
             limit = self.settings.max_rows
             for chunk in _staged_chunks(encoder, items):
                 if limit is not None and count + len(chunk) > limit:
                     # This task alone is over the limit: stop staging now (the commit
                     # would refuse the batch) and leave the list to the abort's cleanup.
-                    raise redis_commit.CommitTooLarge(
+                    raise two_phase.CommitTooLarge(
                         batch, count + len(chunk), limit, streaming=batch_id is not None
                     )
                 pipe = client.pipeline(transaction=False)
@@ -166,7 +167,7 @@ class _RedisWriter:
                 pipe.expire(staging, self.settings.staging_ttl)
                 pipe.execute()
                 count += len(chunk)
-                sink_hooks.pause_if_asked("mid_write", batch_id)
+                hooks.pause_if_asked("mid_write", batch_id)
             return StagedPart(staging if count else None, count)
         finally:
             client.close()
@@ -196,7 +197,7 @@ class _RedisWriter:
                     pipe.set(key, rest[0])
             pipe.execute()
             count += len(chunk)
-            sink_hooks.pause_if_asked("mid_write", batch_id)
+            hooks.pause_if_asked("mid_write", batch_id)
         return count
 
     def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
@@ -206,10 +207,10 @@ class _RedisWriter:
         rows, limit = sum(n for _, n in staged), self.settings.max_rows
         if limit is not None and rows > limit:
             self._abort(messages, batch)
-            raise redis_commit.CommitTooLarge(batch, rows, limit, streaming=marked)
+            raise two_phase.CommitTooLarge(batch, rows, limit, streaming=marked)
         client = redis_options.connect(self.settings.url)
         try:
-            skipped, applied, cleaned = redis_commit.commit(
+            skipped, applied, cleaned = two_phase.commit(
                 client, self.settings.identity, batch, staged, marked=marked
             )
         finally:
@@ -229,21 +230,21 @@ class _RedisWriter:
         staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
         client = redis_options.connect(self.settings.url)
         try:
-            redis_commit.abort(client, self.settings.identity, batch, staged)
+            two_phase.abort(client, self.settings.identity, batch, staged)
         finally:
             client.close()
 
 
 def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[bytes]]:
     """Packed operations in chunks of at most ``CHUNK``: an Arrow batch's built a column
-    at a time (:mod:`~enrich.spark.sink_columns`) where it can, the rest row by row."""
-    columnar = sink_columns.is_columnar(encoder)
+    at a time (:mod:`~enrich.spark.sink.columns`) where it can, the rest row by row."""
+    columnar = columns.is_columnar(encoder)
     rows: list[Any] = []
     for item in items:
         if not isinstance(item, pa.RecordBatch):
             rows.append(item)
             continue
-        ops = sink_columns.staged_operations(encoder, item) if columnar else None
+        ops = columns.staged_operations(encoder, item) if columnar else None
         if ops is None:
             ops = [pack(encoder.encode(row)) for row in _rows(iter([item]))]
         for start in range(0, len(ops), CHUNK):
@@ -270,9 +271,9 @@ class RedisStreamWriter(_RedisWriter, DataSourceStreamArrowWriter):
         return self._write(iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        sink_hooks.pause_if_asked("before_commit", batchId)
+        hooks.pause_if_asked("before_commit", batchId)
         self._commit(messages, str(batchId), marked=True)
-        sink_hooks.pause_if_asked("after_commit", batchId)
+        hooks.pause_if_asked("after_commit", batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         self._abort(messages, str(batchId))

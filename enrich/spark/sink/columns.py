@@ -1,7 +1,7 @@
 """Arrow batches to staged operations a column at a time (stream entries and hashes).
 
 The transactional writer stages each row as a packed operation
-(:func:`enrich.spark.sink_codec.pack`): ``["x", stream, field, value, ...]`` or
+(:func:`enrich.spark.sink.codec.pack`): ``["x", stream, field, value, ...]`` or
 ``["h", key, field, value, ...]``. :func:`staged_operations` builds them for a whole
 Arrow batch with Arrow compute: each column becomes its ``,"name","text"`` pieces (empty
 where null), and the pieces are joined row-wise at C level. Integer, boolean and
@@ -23,8 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import sink_codec
-from .sink_rows import RowEncoder
+from . import codec
+from .rows import RowEncoder
 
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 _ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
@@ -104,7 +104,7 @@ def _text(column: pa.Array, spark_type: Any) -> pa.Array:
     is_text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
     if is_text and not pc.any(pc.match_substring_regex(column, _NEEDS_ESCAPE)).as_py():
         return pc.cast(column, pa.binary())
-    encode = sink_codec.field_encoder(spark_type)
+    encode = codec.field_encoder(spark_type)
     if _is_plain(kind):  # numbers, dates, times: their text holds nothing to escape
         return pa.array(
             [None if v is None else str(encode(v)).encode() for v in column.to_pylist()],

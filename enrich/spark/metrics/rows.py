@@ -5,7 +5,7 @@ accumulators, and a streaming query's progress carries only what ``observe`` agg
 from the rows flowing through the query. So the join carries its metrics in its output:
 one more column, :data:`METRICS_COLUMN`, NULL on every joined row; after its last
 output batch a task yields one more row, a copy of its last input row with NULL
-dimension columns and the task's counts in that column. :mod:`enrich.spark.observed` sums
+dimension columns and the task's counts in that column. :mod:`enrich.spark.metrics.observed` sums
 these per micro-batch with ``observe`` and then drops the extra rows and the column, so
 the user sees neither.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..lookup.metrics import JoinMetrics
+from ...lookup.metrics import JoinMetrics
 
 __all__ = ("METRICS_COLUMN", "COUNTERS", "METRICS_TYPE", "no_metrics", "metrics_batch", "hits")
 

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
-from . import redis_options
-from .stream_loss import StreamDataLoss, detect_loss, parse_id, stream_info
-from .stream_offsets import text
+from .. import redis_options
+from .loss import StreamDataLoss, detect_loss, parse_id, stream_info
+from .offsets import text
 
 if TYPE_CHECKING:
-    from .stream_settings import StreamSettings
+    from .settings import StreamSettings
 
 PAGE = 1000  # entries per XRANGE call while reading a partition
 LAST_SEQ = 2**64 - 1  # the largest sequence number of an entry id
 
-log = logging.getLogger("enrich.spark.streams")
+log = logging.getLogger("enrich.spark.streams.source")
 
 
 def split_range(

@@ -49,7 +49,7 @@ ID_COLUMN = "stream_id"
 CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default
 SHOWN = 64  # characters of a bad value shown in an error or a log line
 
-log = logging.getLogger("enrich.spark.streams")
+log = logging.getLogger("enrich.spark.streams.source")
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -255,7 +255,7 @@ class EntryDecoder:
         )
 
     def statistics(self) -> dict[str, int]:
-        """The counts an accumulator adds up (see :mod:`enrich.spark.stream_metrics`)."""
+        """The counts an accumulator adds up (see :mod:`enrich.spark.streams.metrics`)."""
         counts = {"entries": self.entries, "malformed": self.malformed, "dropped": self.dropped}
         return {k: v for k, v in counts.items() if v}
 

@@ -1,0 +1,12 @@
+"""The ``redis`` sink: stream entries, hashes or JSON values, idempotent or transactional.
+
+- :mod:`.data_source`: the data source and its batch and stream writers.
+- :mod:`.rows`: the options (one frozen value) and how a row becomes a Redis operation.
+- :mod:`.columns`: the same, a column at a time, where the types allow it.
+- :mod:`.codec`: one codec for every Spark type (what ``RedisLookup`` reads back).
+- :mod:`.commit`: staging, the commit marker and the script that publishes a batch.
+- :mod:`.hooks`: pause points for the crash harness.
+
+Nothing here imports the source (:mod:`enrich.spark.streams`); both share
+:mod:`enrich.spark.redis_options`.
+"""

@@ -1,0 +1,64 @@
+"""The house's floors, read from the code's imports (wherever in a file, late or for type
+checking only): Spark sits at the edge, and the Redis source and sink are rooms apart."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.engine.test_import_circles import ROOT, imports, modules
+
+SPARK_FLOORS = ("enrich/spark/", "jobs/")
+SOURCE = "enrich.spark.streams"
+SINK = "enrich.spark.sink"
+
+
+def imports_pyspark(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name == "pyspark" or name.startswith("pyspark.") for name in names):
+            return True
+    return False
+
+
+def test_only_the_spark_floor_and_the_jobs_import_pyspark() -> None:
+    outside = sorted(
+        str(path.relative_to(ROOT))
+        for path in modules().values()
+        if imports_pyspark(path) and not str(path.relative_to(ROOT)).startswith(SPARK_FLOORS)
+    )
+    assert outside == []
+
+
+def test_the_spark_floor_does_import_pyspark() -> None:
+    # The check above reads real imports: it would find one here.
+    assert imports_pyspark(ROOT / "enrich/spark/streams/source.py")
+
+
+def in_room(name: str, room: str) -> bool:
+    return name == room or name.startswith(room + ".")
+
+
+def test_the_source_and_the_sink_do_not_import_each_other() -> None:
+    known = modules()
+    crossings = sorted(
+        (name, target)
+        for name, path in known.items()
+        for target in imports(name, path, known)
+        if (in_room(name, SOURCE) and in_room(target, SINK))
+        or (in_room(name, SINK) and in_room(target, SOURCE))
+    )
+    assert crossings == []
+
+
+def test_the_source_and_the_sink_have_rooms_of_their_own() -> None:
+    known = modules()
+    assert any(in_room(name, SOURCE) and name != SOURCE for name in known)
+    assert any(in_room(name, SINK) and name != SINK for name in known)
+    top = [p.name for p in (ROOT / "enrich/spark").iterdir() if p.name != "__pycache__"]
+    assert len(top) <= 12, sorted(top)
