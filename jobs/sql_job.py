@@ -87,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run(spark, config, sql, args.duration)
         summary(names, {n: str(s.get("on_error", "fail")) for n, s in config.lookups.items()})
+    except ConfigError as exc:  # found as the query starts (a memory sink with a dead letter)
+        print(f"error: {exc}", file=sys.stderr)
+        return _outcome.EXIT_BAD_CONFIG
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
     except Exception as exc:  # the query failed: one line here, the trace in the log
