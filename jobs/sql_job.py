@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import _config, _entry, _streams
-from jobs._files import ConfigError
+from jobs._files import ConfigError, decode
 
 
 def statements(text: str) -> list[str]:
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def prepare(config: _config.JobConfig) -> tuple[_entry.Body, list[str]]:
         try:
-            sql = Path(args.sql).read_text()
+            sql = decode(Path(args.sql).read_bytes(), args.sql)
         except OSError as exc:
             raise ConfigError(f"cannot read the SQL file {args.sql!r}: {exc.strerror}") from None
         policies = {n: str(s.get("on_error", "fail")) for n, s in config.lookups.items()}
