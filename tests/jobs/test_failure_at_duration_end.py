@@ -45,7 +45,7 @@ class HeldService:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 owner.arrived.set()
                 owner.go.wait(WAIT)
                 body = b'{"a": 1}' if owner.status == 200 else b"unavailable"
