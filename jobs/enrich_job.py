@@ -10,8 +10,10 @@ per join and micro-batch is logged, and a summary per join at the end.
 
 It ends in one line: when the query fails, the root cause (the library's error, with
 its store, key and reason) is the last line, after the name of the log file that holds
-the whole trace (exit code 1). A run in which rows failed their lookups ends with a
-warning counting them by reason; past the config's ``max_error_ratio`` it exits with 3.
+the whole trace (exit code 1), whenever the query failed: at its start, in a micro-batch,
+in the one still running when ``--duration`` ran out, or as it stopped. A run in which
+rows failed their lookups ends with a warning counting them by reason; past the config's
+``max_error_ratio`` it exits with 3. Exit code 0 only when the query stopped without error.
 """
 
 from __future__ import annotations
