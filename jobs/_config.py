@@ -137,10 +137,15 @@ def load(path: str | Path) -> JobConfig:
     """Read and check a job config; stores and settings become library objects.
 
     Raises:
-        ConfigError: the file cannot be read or parsed, or a value is wrong (the message
-            names its place in the config and what is allowed).
+        ConfigError: the file cannot be read, decoded or parsed, or a value is wrong (one
+            line: the file, the place in the config, what is wrong and what is allowed).
     """
-    return parse(read(path))
+    try:
+        return parse(read(path))
+    except ConfigError as exc:
+        if str(path) in str(exc):
+            raise
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def parse(raw: dict[str, Any]) -> JobConfig:

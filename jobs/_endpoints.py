@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs._files import ConfigError
-from jobs._options import did_you_mean, misplaced
+from jobs._formats import did_you_mean, misplaced
 
 SOURCE_SHORTCUTS = ("rate", "files", "socket")
 SINK_SHORTCUTS = ("console", "files", "memory", "noop")

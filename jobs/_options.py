@@ -12,91 +12,26 @@ and then fails with a long trace. Here the job's own checks come first, one line
   their data sources' validators (``StreamSettings.of``, ``SinkSettings.of``), and an
   option a format does not know is a warning naming the closest known one.
 
-:data:`KNOWN_OPTIONS` lists, per format, the options its reader or writer reads: extend
-it there when a format learns one.
+:data:`jobs._formats.KNOWN_OPTIONS` lists, per format, the options its reader or writer
+reads: extend it there when a format learns one.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
 
+from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
+from jobs._formats import FORMATS, KNOWN_OPTIONS, did_you_mean
 
-if TYPE_CHECKING:
-    from jobs._endpoints import Endpoint
+__all__ = ("FORMATS", "KNOWN_OPTIONS", "check_sink", "check_source", "did_you_mean")
 
-# Options read by each format's reader or writer, as Spark spells them (names compare
-# without case: Spark's options are case-insensitive). Only formats listed here get
-# their unknown options flagged.
-KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("source", "redis-stream"): (
-        "url",
-        "stream",
-        "startingPosition",
-        "maxEntriesPerTrigger",
-        "failOnDataLoss",
-        "mode",
-        "columnNameOfCorruptRecord",
-        "partitionsPerStream",
-    ),
-    ("sink", "redis"): (
-        "url",
-        "stream",
-        "key",
-        "value",
-        "mode",
-        "dead_letter",
-        "error_column",
-        "checkpointLocation",
-        "stagingTtl",
-        "maxRowsPerCommit",
-    ),
-    ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
-    ("source", "socket"): ("host", "port", "includeTimestamp"),
-    ("sink", "console"): ("numRows", "truncate"),
-    ("sink", "noop"): (),
-}
-# Formats Spark (and common packages) know, for a "did you mean" on a misspelt one; a
-# format not listed is not an error: any data source on the classpath may be named.
-FORMATS = (
-    "rate",
-    "socket",
-    "console",
-    "memory",
-    "noop",
-    "parquet",
-    "json",
-    "csv",
-    "orc",
-    "text",
-    "avro",
-    "xml",
-    "binaryFile",
-    "kafka",
-    "delta",
-    "iceberg",
-    "jdbc",
-    "redis",
-    "redis-stream",
-)
 OUTPUT_MODES = ("append", "complete", "update")  # a stream's writeStream.outputMode
 SAVE_MODES = ("append", "overwrite", "ignore", "error", "errorifexists")  # write.mode
 # Spark SQL types our DDL parser leaves to Spark (no dimension store has them).
 SPARK_ONLY_TYPES = ("interval", "variant", "void", "null", "object", "geography", "geometry")
 _UNSUPPORTED = re.compile(r"unsupported type '([^']*)'")
-
-
-def did_you_mean(value: object, allowed: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` when ``value`` is close to one of ``allowed``, else ``""``."""
-    if not isinstance(value, str):
-        return ""
-    names = list(allowed)
-    by_lower = {n.lower(): n for n in names}
-    close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 def check_source(spec: Endpoint, where: str) -> list[str]:
@@ -189,15 +124,3 @@ def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> No
         raise ConfigError(f"{where}.options: {exc}") from None
     except ImportError:  # no pyspark here, or one without Python data sources: the run
         pass  # will say so; the options are read there
-
-
-def misplaced(spec: Mapping[str, Any], unknown: list[str], role: str) -> str:
-    """A hint for keys at a source's or sink's top level that are options of its format."""
-    fmt = spec.get("format")
-    known = KNOWN_OPTIONS.get((role, fmt), ()) if isinstance(fmt, str) else ()
-    lowered = {k.lower() for k in known}
-    options = [k for k in unknown if k.lower() in lowered]
-    if not options:
-        return ""
-    verb = "is an option" if len(options) == 1 else "are options"
-    return f"; {', '.join(options)} {verb} of format {fmt!r}: put it under options"

@@ -57,7 +57,11 @@ def root_cause(exc: BaseException) -> str:
     current: BaseException | None = exc
     while current is not None and current not in chain:
         chain.append(current)
+        # pyspark keeps the JVM-side cause (a task's PythonException behind Spark's
+        # "Writing job failed.") as the converted exception's _cause.
+        behind = getattr(current, "_cause", None)
         current = current.__cause__ or current.__context__
+        current = current or (behind if isinstance(behind, BaseException) else None)
     ours = [e for e in chain if isinstance(e, enrich.EnrichError)]
     if ours:
         return _shorten(f"{type(ours[-1]).__name__}: {_first_line(str(ours[-1]))}")

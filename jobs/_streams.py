@@ -11,6 +11,7 @@ sink's own guarantees (the Redis sinks' exactly-once commit among them).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
 
 ERROR_COLUMN = "enrich_error"
+log = logging.getLogger("enrich.jobs")
 
 
 def register_data_sources(spark: Any) -> None:
@@ -77,21 +79,35 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
     The stop waits (up to ``grace`` seconds) for a micro-batch in progress to commit, so
     that its rows are written and the stop interrupts no task (Spark logs an interrupted
     one as an error with a long trace). The query is stopped even if waiting fails.
+
+    Returns only when the query stopped without error. Its failure is raised whenever it
+    came: at the start, in any micro-batch, in the one still running when ``duration``
+    ran out (the query then ends failed while this waits for it), or in its stop (a
+    ``stop()`` that raises, or a failure Spark recorded as the query stopped).
     """
     try:
         if duration is None:
             query.awaitTermination()
-            return
-        if query.awaitTermination(duration):
-            return
-        deadline = time.monotonic() + grace
-        while query.isActive and time.monotonic() < deadline:
-            if not query.status.get("isTriggerActive", False):
-                break
-            time.sleep(0.1)
+        elif not query.awaitTermination(duration):
+            log.info(
+                "--duration %gs over: stopping the query once its micro-batch in progress ends",
+                duration,
+            )
+            _let_the_batch_end(query, grace)
     finally:
         if query.isActive:
             query.stop()
+    failure = query.exception()
+    if failure is not None:
+        raise failure
+
+
+def _let_the_batch_end(query: Any, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status.get("isTriggerActive", False):
+            return
+        time.sleep(0.1)
 
 
 def _trigger(writer: Any, trigger: str | None, source: Endpoint | None) -> Any:

@@ -13,14 +13,12 @@ shown.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs import _config, _outcome, _streams
-from jobs._files import ConfigError
-from jobs.enrich_job import arguments, log, quiet_logging, start_spark, summary, totals
+from jobs import _config, _entry, _streams
+from jobs._files import ConfigError, decode
 
 
 def statements(text: str) -> list[str]:
@@ -63,43 +61,23 @@ def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = arguments((__doc__ or "").splitlines()[0], sql=True).parse_args(argv)
-    quiet_logging()
-    try:
-        config = _config.load(args.config)
-        sql = Path(args.sql).read_text()
-    except OSError as exc:
-        print(f"error: cannot read the SQL file {args.sql!r}: {exc.strerror}", file=sys.stderr)
-        return _outcome.EXIT_BAD_CONFIG
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return _outcome.EXIT_BAD_CONFIG
-    for warning in config.warnings:
-        log.warning("%s", warning)
-    log_file = _outcome.log_path(config.name, args.log_file)
-    try:
-        spark = start_spark(config, log_file, args.spark_output_to_log)
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return _outcome.EXIT_BAD_CONFIG
-    failure: BaseException | None = None
-    names = list(config.lookups)  # each function's metrics are filed under its name
-    try:
-        run(spark, config, sql, args.duration)
-        summary(names, {n: str(s.get("on_error", "fail")) for n, s in config.lookups.items()})
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-    except Exception as exc:  # the query failed: one line here, the trace in the log
-        failure = exc
-    finally:
-        spark.stop()  # drains the listener bus while this process can still answer it
-    if failure is not None:
-        return _outcome.report(failure, log_file)
-    too_many = _outcome.over_ratio(totals(names), config.max_error_ratio)
-    if too_many is not None:
-        print(f"error: {too_many}", file=sys.stderr)
-        return _outcome.EXIT_TOO_MANY_ERRORS
-    return 0
+    args = _entry.arguments((__doc__ or "").splitlines()[0], sql=True).parse_args(argv)
+
+    def prepare(config: _config.JobConfig) -> tuple[_entry.Body, list[str]]:
+        try:
+            sql = decode(Path(args.sql).read_bytes(), args.sql)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the SQL file {args.sql!r}: {exc.strerror}") from None
+        policies = {n: str(s.get("on_error", "fail")) for n, s in config.lookups.items()}
+        names = list(config.lookups)  # each function's metrics are filed under its name
+
+        def body(spark: Any) -> None:
+            run(spark, config, sql, args.duration)
+            _entry.summary(names, policies)
+
+        return body, names
+
+    return _entry.main(args, prepare)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,23 @@ def test_a_python_error_in_a_worker_is_its_traceback_s_last_line() -> None:
     assert cause == "ValueError: invalid literal for int() with base 10: 'a'"
 
 
+def test_a_cause_pyspark_keeps_behind_spark_s_own_message_is_found() -> None:
+    # A sink's task failed: the query's message is Spark's "Writing job failed.", the
+    # worker's traceback is in the JVM-side cause pyspark converts and keeps as _cause.
+    outer = StreamingQueryException("Writing job failed.\n=== Streaming Query ===")
+    outer._cause = StreamingQueryException(  # type: ignore[attr-defined]
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback "
+        "(most recent call last):\n"
+        '  File "/work/enrich/spark/redis_sink.py", line 146, in _write\n'
+        "    raise response\n"
+        "redis.exceptions.AuthenticationError: invalid username-password pair or user is "
+        "disabled.\n SQLSTATE: 38000"
+    )
+    assert _outcome.root_cause(outer) == (
+        "redis.exceptions.AuthenticationError: invalid username-password pair or user is disabled."
+    )
+
+
 def test_anything_else_is_its_first_line_and_never_long() -> None:
     exc = StreamingQueryException("[STREAMING_OUTPUT_MODE.INVALID] bad: x\n  at org.Foo")
     assert _outcome.root_cause(exc) == (
