@@ -1,0 +1,236 @@
+"""Adaptive concurrency: the in-flight limit at which a store stays near its unloaded latency.
+
+A synchronous state machine, fed one sample per finished request (its latency, whether
+the store throttled it, how many requests were in flight), that says how many requests
+may be in flight now. It owns no clock and no task: the connectors time their requests
+and apply :attr:`AdaptiveLimit.limit` to their request slots (see ``connectors``'
+``concurrency="auto"``), so every decision can be replayed sample by sample in a test.
+
+The algorithm is AIMD steered by latency, as Netflix's concurrency-limits (Vegas,
+Gradient2) and Envoy's adaptive concurrency filter are:
+
+* samples are grouped into windows of ``max(window_samples, limit // 2)`` requests (about
+  half a round of the limit: long enough to average out one slow key, short enough to
+  react within a few round trips);
+* the unloaded latency is the lowest window mean seen (reset every ``probe_windows``
+  windows, so a store that became slower for good is re-measured); the target is that
+  times ``tolerance``;
+* a window with a throttled request (HTTP 429/503, a timeout) multiplies the limit by
+  ``backoff`` at once, without waiting for the window to fill, and at most once a window;
+* a window whose mean is above the target shrinks the limit by ``target / mean`` (the
+  gradient, at most halving it);
+* a window at or under the target whose requests used at least half the limit grows it
+  by ``sqrt(limit)`` (an idle limit does not grow: its latency says nothing about more).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from ..engine.checks import check_int, check_positive
+
+DEFAULT_INITIAL = 16
+DEFAULT_TOLERANCE = 1.5
+DEFAULT_BACKOFF = 0.9
+DEFAULT_WINDOW_SAMPLES = 20
+DEFAULT_PROBE_WINDOWS = 500
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveSettings:
+    """How an adaptive limit moves. Frozen, validated on construction.
+
+    Attributes:
+        initial: the limit before any sample.
+        minimum: the limit never goes below this.
+        maximum: nor above this (a connector passes its pool size).
+        tolerance: the target latency is the unloaded one times this (> 1).
+        backoff: the factor applied on a throttled request (between 0 and 1).
+        window_samples: the fewest samples a window holds.
+        probe_windows: windows between two re-measurements of the unloaded latency.
+
+    Raises:
+        ValueError: a setting is invalid; the message names it and its value.
+    """
+
+    initial: int = DEFAULT_INITIAL
+    minimum: int = 1
+    maximum: int = 1000
+    tolerance: float = DEFAULT_TOLERANCE
+    backoff: float = DEFAULT_BACKOFF
+    window_samples: int = DEFAULT_WINDOW_SAMPLES
+    probe_windows: int = DEFAULT_PROBE_WINDOWS
+
+    def __post_init__(self) -> None:
+        for name in ("initial", "minimum", "maximum", "window_samples", "probe_windows"):
+            check_int(name, getattr(self, name))
+        if not self.minimum <= self.maximum:
+            raise ValueError(f"minimum must be <= maximum, got {self.minimum} > {self.maximum}")
+        if not self.minimum <= self.initial <= self.maximum:
+            raise ValueError(
+                f"initial must lie in [minimum, maximum] = [{self.minimum}, {self.maximum}], "
+                f"got {self.initial}"
+            )
+        if check_positive("tolerance", self.tolerance) <= 1:
+            raise ValueError(f"tolerance must be > 1, got {self.tolerance!r}")
+        if not 0 < check_positive("backoff", self.backoff) < 1:
+            raise ValueError(f"backoff must be between 0 and 1, got {self.backoff!r}")
+
+
+@dataclass(frozen=True)
+class LimitStatistics:
+    """A snapshot of an adaptive limit.
+
+    Attributes:
+        limit: requests allowed in flight now.
+        target_latency: the latency it aims at, seconds (None before the first window).
+        throttled: requests the store throttled (429/503, timeouts) so far.
+        decreases / increases: the limit's moves so far.
+    """
+
+    limit: int
+    target_latency: float | None
+    throttled: int
+    decreases: int
+    increases: int
+
+
+class AdaptiveLimit:
+    """An in-flight limit that follows the store's latency and its throttling.
+
+    Guarantees: ``limit`` stays within ``[minimum, maximum]``; it never grows in a window
+    with a throttled request or a mean latency above the target, nor in one that used
+    less than half of it; a throttled request lowers it at most once a window.
+    """
+
+    __slots__ = (
+        "_count",
+        "_decreases",
+        "_increases",
+        "_limit",
+        "_no_load",
+        "_peak",
+        "_settings",
+        "_sum",
+        "_throttled",
+        "_throttled_now",
+        "_windows",
+    )
+
+    def __init__(self, settings: AdaptiveSettings | None = None) -> None:
+        self._settings = settings or AdaptiveSettings()
+        self._limit = float(self._settings.initial)
+        self._no_load: float | None = None
+        self._windows = 0
+        self._throttled = self._decreases = self._increases = 0
+        self._count = self._peak = 0
+        self._sum = 0.0
+        self._throttled_now = False
+
+    @property
+    def limit(self) -> int:
+        """Requests allowed in flight now."""
+        return int(self._limit)
+
+    def target_latency(self) -> float | None:
+        """The latency aimed at (seconds), None until a window has been measured."""
+        if self._no_load is None:
+            return None
+        return self._no_load * self._settings.tolerance
+
+    def sample(self, latency: float, *, in_flight: int, throttled: bool = False) -> int:
+        """Record one finished request and return the limit that applies now.
+
+        Args:
+            latency: seconds from sending the request to its answer (or failure).
+            in_flight: requests in flight when it finished, itself included.
+            throttled: the store refused it for load (429, 503) or it timed out.
+        """
+        settings = self._settings
+        self._count += 1
+        self._sum += latency
+        if in_flight > self._peak:
+            self._peak = in_flight
+        if throttled:
+            self._throttled += 1
+            if not self._throttled_now:
+                self._throttled_now = True
+                self._set(self._limit * settings.backoff)
+        if self._count >= max(settings.window_samples, int(self._limit) // 2):
+            self._close_window()
+        return int(self._limit)
+
+    def statistics(self) -> LimitStatistics:
+        """A snapshot: limit, target latency, throttled requests, moves."""
+        return LimitStatistics(
+            self.limit, self.target_latency(), self._throttled, self._decreases, self._increases
+        )
+
+    def _close_window(self) -> None:
+        settings = self._settings
+        mean = self._sum / self._count
+        self._windows += 1
+        if self._no_load is None or self._windows % settings.probe_windows == 0:
+            self._no_load = mean
+        elif not self._throttled_now:
+            self._no_load = min(self._no_load, mean)
+        target = self._no_load * settings.tolerance
+        if not self._throttled_now:
+            if mean > target:
+                self._set(self._limit * max(0.5, target / mean))
+            elif self._peak * 2 >= self._limit:
+                self._set(self._limit + max(1.0, math.sqrt(self._limit)))
+        self._new_window()
+
+    def _set(self, limit: float) -> None:
+        settings = self._settings
+        limit = min(float(settings.maximum), max(float(settings.minimum), limit))
+        if int(limit) < int(self._limit):
+            self._decreases += 1
+        elif int(limit) > int(self._limit):
+            self._increases += 1
+        self._limit = limit
+
+    def _new_window(self) -> None:
+        self._count = 0
+        self._sum = 0.0
+        self._peak = 0
+        self._throttled_now = False
+
+
+def for_ceiling(ceiling: int) -> AdaptiveSettings:
+    """The settings of a store's limit under ``ceiling`` connections: it starts at the
+    default initial limit (or the ceiling, if lower) and never exceeds the ceiling."""
+    return AdaptiveSettings(initial=min(DEFAULT_INITIAL, ceiling), maximum=ceiling)
+
+
+# One limit per store per process (equal store settings share it, whatever the loop), so
+# a join can read it from the task thread; a forked child starts without its parent's.
+_limits: dict[Hashable, AdaptiveLimit] = {}
+_limits_pid = 0
+
+
+def process_limit(key: Hashable, ceiling: int) -> AdaptiveLimit:
+    """This process's adaptive limit for the store ``key``, made on first use."""
+    global _limits_pid
+    if _limits_pid != os.getpid():
+        _limits.clear()
+        _limits_pid = os.getpid()
+    limit = _limits.get(key)
+    if limit is None:
+        limit = _limits[key] = AdaptiveLimit(for_ceiling(ceiling))
+    return limit
+
+
+def peek_process_limit(key: Hashable) -> AdaptiveLimit | None:
+    """This process's adaptive limit for ``key`` if one was made, else None."""
+    return _limits.get(key) if _limits_pid == os.getpid() else None
+
+
+def forget_process_limit(key: Hashable) -> None:
+    """Drop this process's limit for ``key`` (the next use starts over)."""
+    if _limits_pid == os.getpid():
+        _limits.pop(key, None)
