@@ -14,7 +14,12 @@ from connectors.loop_local import LoopLocal
 from connectors.ratelimit import JobRateLimit
 from enrich import DecodeError, LookupFailed, Schema
 from enrich.engine.checks import short
-from enrich.lookup.adaptive import LimitStatistics, forget_process_limit, peek_process_limit
+from enrich.lookup.adaptive import (
+    AdaptiveLimit,
+    LimitStatistics,
+    forget_process_limit,
+    peek_process_limit,
+)
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
@@ -240,10 +245,15 @@ class HttpLookup:
         async for found in answers_as_completed(calls):
             yield found
 
+    def adaptive_limit(self) -> AdaptiveLimit | None:
+        """With ``concurrency="auto"``: this process's adaptive limit, once a request
+        made it; else None (joins copy its state into their metrics)."""
+        return peek_process_limit(adaptive_key(self._settings))
+
     def concurrency_statistics(self) -> LimitStatistics | None:
         """With ``concurrency="auto"``: this process's adaptive limit (its limit, target
         latency and throttled requests so far), None before the first request or without."""
-        limit = peek_process_limit(adaptive_key(self._settings))
+        limit = self.adaptive_limit()
         return None if limit is None else limit.statistics()
 
     async def aclose(self) -> None:

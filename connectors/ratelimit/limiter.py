@@ -18,13 +18,14 @@ Guarantees:
   warning per outage and keeps to ``fallback_rate`` (default ``rate / 8``) from a local
   token bucket, asking Redis again a second later. While the outage lasts the job's
   total is ``processes * fallback_rate``: pick it for the number of processes you run.
-* One call to the limiter's Redis at a time per process: callers short of permits wait
-  for it rather than each asking.
+* Callers are served in the order they asked; one task per process asks the limiter's
+  Redis, for what all waiting callers need together (at least a batch).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +93,9 @@ class JobLimiter:
         self._client = client
         self._script: Any = None
         self._permits = 0
-        self._refill: asyncio.Future[None] | None = None
+        self._waiting: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        self._demand = 0
+        self._drawer: asyncio.Task[None] | None = None
         self._fallback = TokenBucket(settings.per_process_fallback, settings.batch)
         self._redis_after = float("-inf")
         self._granted = self._from_fallback = self._outages = 0
@@ -101,32 +104,51 @@ class JobLimiter:
 
     async def acquire(self, permits: int = 1) -> None:
         """Wait until ``permits`` may be spent; never raises for the limiter's sake."""
-        if self._permits >= permits:
+        if self._permits >= permits and not self._waiting:
             self._permits -= permits
             return
-        await self._acquire_slowly(permits)
+        waiter = self.loop.create_future()
+        self._waiting.append((permits, waiter))
+        self._demand += permits
+        if self._drawer is None:
+            self._drawer = self.loop.create_task(self._serve())
+        await waiter
 
     def statistics(self) -> LimiterStatistics:
         return LimiterStatistics(self._granted, self._from_fallback, self._outages)
 
     async def aclose(self) -> None:
+        if self._drawer is not None:
+            self._drawer.cancel()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
 
-    async def _acquire_slowly(self, permits: int) -> None:
-        # One refill at a time: the others wait for it, then look again.
-        while self._permits < permits:
-            if self._refill is not None:
-                await asyncio.shield(self._refill)
-                continue
-            self._refill = self.loop.create_future()
-            try:
-                await self._draw(max(self.settings.batch, permits - self._permits))
-            finally:
-                refill, self._refill = self._refill, None
-                refill.set_result(None)
-        self._permits -= permits
+    async def _serve(self) -> None:
+        # The one task drawing permits: it asks for what the waiters need together (at
+        # least a batch), so a crowd of callers costs one round trip, not one each.
+        try:
+            while self._hand_out():
+                await self._draw(max(self.settings.batch, self._demand - self._permits))
+        finally:
+            self._drawer = None
+
+    def _hand_out(self) -> bool:
+        """Serve waiters in order from the permits in hand; whether some still wait."""
+        waiting = self._waiting
+        while waiting:
+            permits, waiter = waiting[0]
+            if waiter.done():  # cancelled while waiting: it needs nothing any more
+                waiting.popleft()
+                self._demand -= permits
+            elif self._permits >= permits:
+                waiting.popleft()
+                self._demand -= permits
+                self._permits -= permits
+                waiter.set_result(None)
+            else:
+                return True
+        return False
 
     async def _draw(self, wanted: int) -> None:
         """Add up to ``wanted`` permits to the ones in hand, waiting as the bucket says."""

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 from connectors.ratelimit import JobRateLimit
 from enrich import LookupFailed, Schema
-from enrich.lookup.adaptive import LimitStatistics, peek_process_limit
+from enrich.lookup.adaptive import AdaptiveLimit, LimitStatistics, peek_process_limit
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
@@ -348,10 +348,15 @@ class RedisLookup:
         if command.keys:
             results.update(codec.decode(command, reply, settings, self.schema))
 
+    def adaptive_limit(self) -> AdaptiveLimit | None:
+        """With ``concurrency="auto"``: this process's adaptive limit, once a request
+        made it; else None (joins copy its state into their metrics)."""
+        return peek_process_limit(client.adaptive_key(self._settings.connection))
+
     def concurrency_statistics(self) -> LimitStatistics | None:
         """With ``concurrency="auto"``: this process's adaptive limit (its limit, target
         latency and throttled pipelines so far), None before the first call or without."""
-        limit = peek_process_limit(client.adaptive_key(self._settings.connection))
+        limit = self.adaptive_limit()
         return None if limit is None else limit.statistics()
 
     async def aclose(self) -> None:

@@ -29,8 +29,12 @@ import math
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from ..engine.checks import check_int, check_positive
+
+if TYPE_CHECKING:
+    from .metrics import JoinMetrics
 
 DEFAULT_INITIAL = 16
 DEFAULT_TOLERANCE = 1.5
@@ -117,6 +121,7 @@ class AdaptiveLimit:
         "_sum",
         "_throttled",
         "_throttled_now",
+        "_unreported",
         "_windows",
     )
 
@@ -125,7 +130,7 @@ class AdaptiveLimit:
         self._limit = float(self._settings.initial)
         self._no_load: float | None = None
         self._windows = 0
-        self._throttled = self._decreases = self._increases = 0
+        self._throttled = self._decreases = self._increases = self._unreported = 0
         self._count = self._peak = 0
         self._sum = 0.0
         self._throttled_now = False
@@ -156,6 +161,7 @@ class AdaptiveLimit:
             self._peak = in_flight
         if throttled:
             self._throttled += 1
+            self._unreported += 1
             if not self._throttled_now:
                 self._throttled_now = True
                 self._set(self._limit * settings.backoff)
@@ -168,6 +174,12 @@ class AdaptiveLimit:
         return LimitStatistics(
             self.limit, self.target_latency(), self._throttled, self._decreases, self._increases
         )
+
+    def take_throttled(self) -> int:
+        """Throttled requests since the last call (so that joins sharing the limit each
+        report their part once, and their sum is the whole)."""
+        taken, self._unreported = self._unreported, 0
+        return taken
 
     def _close_window(self) -> None:
         settings = self._settings
@@ -234,3 +246,22 @@ def forget_process_limit(key: Hashable) -> None:
     """Drop this process's limit for ``key`` (the next use starts over)."""
     if _limits_pid == os.getpid():
         _limits.pop(key, None)
+
+
+class HasAdaptiveLimit(Protocol):
+    """A source with ``concurrency="auto"``: it names its process's limit."""
+
+    def adaptive_limit(self) -> AdaptiveLimit | None: ...
+
+
+def record_concurrency(metrics: JoinMetrics, source: object) -> None:
+    """Copy ``source``'s adaptive limit, if it has one, into ``metrics``: the limit and
+    target latency now, and the throttled requests not yet reported by any join."""
+    ask = getattr(source, "adaptive_limit", None)
+    limit = ask() if ask is not None else None
+    if limit is None:
+        return
+    stats = limit.statistics()
+    metrics.concurrency_limit = stats.limit
+    metrics.target_latency = stats.target_latency
+    metrics.throttled += limit.take_throttled()
