@@ -12,6 +12,7 @@ import aiohttp
 
 from connectors.loop_local import LoopLocal
 from connectors.ratelimit import JobRateLimit
+from connectors.ratelimit.limiter import close_limiter
 from enrich import DecodeError, LookupFailed, Schema
 from enrich.engine.checks import short
 from enrich.lookup.adaptive import (
@@ -259,6 +260,8 @@ class HttpLookup:
     async def aclose(self) -> None:
         """Close and forget this process's session for the running loop (reopens on use)."""
         forget_process_limit(adaptive_key(self._settings))
+        if self._settings.job_rate_limit is not None:
+            await close_limiter(self._settings.job_rate_limit)
         pool = self._pools.pop()
         if pool is not None:
             await pool.session.close()

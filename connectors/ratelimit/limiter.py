@@ -30,7 +30,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.loop_local import loop_resource
+from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_url
 from enrich.engine.clock import Clock, LoopClock
 
@@ -204,3 +204,10 @@ def limiter_for(settings: JobRateLimit) -> JobLimiter:
     """This process's limiter for ``settings`` on the running loop (opened on first use;
     equal settings share one)."""
     return loop_resource(_REGISTRY, settings, lambda loop: JobLimiter(settings, loop))
+
+
+async def close_limiter(settings: JobRateLimit) -> None:
+    """Close and forget the running loop's limiter for ``settings``, if there is one."""
+    limiter = pop_loop_resource(_REGISTRY, settings)
+    if limiter is not None:
+        await limiter.aclose()

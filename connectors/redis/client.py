@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 
 from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_text
-from connectors.ratelimit.limiter import JobLimiter, limiter_for
+from connectors.ratelimit.limiter import JobLimiter, close_limiter, limiter_for
 from connectors.slots import Slots
 from enrich import LookupFailed, SourceUnavailable
 from enrich.lookup.adaptive import AdaptiveLimit, process_limit
@@ -82,6 +82,8 @@ def client_for(settings: ConnectionSettings) -> ClientHandle:
 
 async def close_client(settings: ConnectionSettings) -> None:
     """Close and forget the running loop's client for ``settings``, if there is one."""
+    if settings.job_rate_limit is not None:
+        await close_limiter(settings.job_rate_limit)
     handle = pop_loop_resource(_REGISTRY, settings)
     if handle is not None:
         _log.debug("closing redis client for %s", settings.endpoint.masked_url())

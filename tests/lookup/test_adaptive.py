@@ -88,7 +88,7 @@ def test_finds_the_knee_and_recovers_after_an_overload() -> None:
     for _ in range(200):
         levels.append(window(limit, knee_latency(limit.limit)))
     settled = levels[-50:]
-    assert 150 <= min(settled) and max(settled) <= 260
+    assert min(settled) >= 150 and max(settled) <= 260
 
     for _ in range(30):  # the store throttles everything for a while
         limit.sample(BASE, in_flight=limit.limit, throttled=True)
@@ -104,7 +104,10 @@ def test_finds_the_knee_and_recovers_after_an_overload() -> None:
     [
         ({"initial": 0}, "initial must be an int >= 1, got 0"),
         ({"minimum": 5, "maximum": 4, "initial": 4}, "minimum must be <= maximum, got 5 > 4"),
-        ({"initial": 50, "maximum": 10}, "initial must lie in [minimum, maximum] = [1, 10], got 50"),
+        (
+            {"initial": 50, "maximum": 10},
+            "initial must lie in [minimum, maximum] = [1, 10], got 50",
+        ),
         ({"tolerance": 1.0}, "tolerance must be > 1, got 1.0"),
         ({"backoff": 1.5}, "backoff must be between 0 and 1, got 1.5"),
     ],
