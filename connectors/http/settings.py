@@ -18,6 +18,8 @@ from .url import MASK, UrlTemplate
 
 DEFAULT_METHOD = "GET"
 DEFAULT_MAX_CONNECTIONS = 100
+# With concurrency="auto" the adaptive limit finds the level; this only caps it.
+DEFAULT_AUTO_MAX_CONNECTIONS = 1000
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_BATCH = 100
 # One answer's body larger than this fails its key (its batch, in batch mode).
@@ -71,7 +73,7 @@ class Settings:
         batch_url: str | None,
         max_batch: int,
         rate_limit: float | None,
-        max_connections: int,
+        max_connections: int | None,
         timeout: float,
         path: str | None,
         fields: Mapping[str, str] | None,
@@ -97,6 +99,10 @@ class Settings:
         if batch_url is not None:
             batch = UrlTemplate.parse(batch_url, name="batch_url", slots="none")
         template = UrlTemplate.parse(url_template)
+        concurrency = check_choice("concurrency", concurrency, CONCURRENCY)
+        if max_connections is None:
+            auto = concurrency == "auto"
+            max_connections = DEFAULT_AUTO_MAX_CONNECTIONS if auto else DEFAULT_MAX_CONNECTIONS
         job_limit = JobRateLimit.of(job_rate_limit, name="job_rate_limit")
         if job_limit is not None:
             job_limit = job_limit.for_store(f"http {template.redacted()}", default_url=None)
@@ -116,7 +122,7 @@ class Settings:
             follow_redirects=_redirect_policy(follow_redirects),
             max_value_bytes=check_int("max_value_bytes", max_value_bytes, rule="> 0"),
             job_rate_limit=job_limit,
-            concurrency=check_choice("concurrency", concurrency, CONCURRENCY),
+            concurrency=concurrency,
         )
 
     def described(self) -> str:

@@ -33,7 +33,6 @@ from .settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_FOLLOW_REDIRECTS,
     DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_METHOD,
     DEFAULT_TIMEOUT,
@@ -96,7 +95,8 @@ class HttpLookup:
         job_rate_limit: requests per second for the *whole job*: a
             :class:`~connectors.ratelimit.JobRateLimit` naming the Redis that holds the
             shared budget (``redis_url``), or None. A batch POST counts as one request.
-        max_connections: connections (and requests in flight) per process.
+        max_connections: connections (and requests in flight) per process; None: 100,
+            or 1000 with ``concurrency="auto"`` (the ceiling of the adaptive limit).
         concurrency: ``"fixed"`` (``max_connections`` requests in flight) or ``"auto"``
             (an adaptive limit up to ``max_connections``, see :meth:`concurrency_statistics`).
         timeout: seconds per request, from sending to reading the whole body.
@@ -137,7 +137,7 @@ class HttpLookup:
         batch_url: str | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         rate_limit: float | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         path: str | None = None,
         fields: Mapping[str, str] | None = None,

@@ -6,21 +6,26 @@ may be in flight now. It owns no clock and no task: the connectors time their re
 and apply :attr:`AdaptiveLimit.limit` to their request slots (see ``connectors``'
 ``concurrency="auto"``), so every decision can be replayed sample by sample in a test.
 
-The algorithm is AIMD steered by latency, as Netflix's concurrency-limits (Vegas,
-Gradient2) and Envoy's adaptive concurrency filter are:
+The algorithm follows Envoy's adaptive concurrency filter (and Netflix's
+concurrency-limits): measure the store's unloaded latency with the limit pinned low,
+then move the limit by the gradient between that latency (times a tolerance) and what
+the requests see now:
 
+* first, and again every ``probe_every`` windows, a probe pins the limit to
+  ``probe_limit`` until ``window_samples`` answers arrived with no more than that in
+  flight; their mean latency is the unloaded one, the target is that times ``tolerance``
+  (2 by default: on a shared machine the client's own scheduling noise is part of every
+  latency it measures);
 * samples are grouped into windows of ``max(window_samples, limit // 2)`` requests (about
   half a round of the limit: long enough to average out one slow key, short enough to
   react within a few round trips);
-* the unloaded latency is the lowest window mean seen (reset every ``probe_windows``
-  windows, so a store that became slower for good is re-measured); the target is that
-  times ``tolerance``;
 * a window with a throttled request (HTTP 429/503, a timeout) multiplies the limit by
   ``backoff`` at once, without waiting for the window to fill, and at most once a window;
 * a window whose mean is above the target shrinks the limit by ``target / mean`` (the
   gradient, at most halving it);
 * a window at or under the target whose requests used at least half the limit grows it
-  by ``sqrt(limit)`` (an idle limit does not grow: its latency says nothing about more).
+  by half the gradient's step (at most x1.5) or by ``sqrt(limit)``, whichever is more; an
+  idle limit does not grow: its latency says nothing about more.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ if TYPE_CHECKING:
     from .metrics import JoinMetrics
 
 DEFAULT_INITIAL = 16
-DEFAULT_TOLERANCE = 1.5
+DEFAULT_TOLERANCE = 2.0
 DEFAULT_BACKOFF = 0.9
 DEFAULT_WINDOW_SAMPLES = 20
-DEFAULT_PROBE_WINDOWS = 500
+# The unloaded latency is measured with this many requests in flight, every so many
+# windows (Envoy's adaptive concurrency pins its limit the same way, every minute).
+DEFAULT_PROBE_LIMIT = 4
+DEFAULT_PROBE_EVERY = 200
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +62,8 @@ class AdaptiveSettings:
         tolerance: the target latency is the unloaded one times this (> 1).
         backoff: the factor applied on a throttled request (between 0 and 1).
         window_samples: the fewest samples a window holds.
-        probe_windows: windows between two re-measurements of the unloaded latency.
+        probe_limit: the limit while the unloaded latency is measured.
+        probe_every: windows between two such measurements.
 
     Raises:
         ValueError: a setting is invalid; the message names it and its value.
@@ -66,10 +75,18 @@ class AdaptiveSettings:
     tolerance: float = DEFAULT_TOLERANCE
     backoff: float = DEFAULT_BACKOFF
     window_samples: int = DEFAULT_WINDOW_SAMPLES
-    probe_windows: int = DEFAULT_PROBE_WINDOWS
+    probe_limit: int = DEFAULT_PROBE_LIMIT
+    probe_every: int = DEFAULT_PROBE_EVERY
 
     def __post_init__(self) -> None:
-        for name in ("initial", "minimum", "maximum", "window_samples", "probe_windows"):
+        for name in (
+            "initial",
+            "minimum",
+            "maximum",
+            "window_samples",
+            "probe_limit",
+            "probe_every",
+        ):
             check_int(name, getattr(self, name))
         if not self.minimum <= self.maximum:
             raise ValueError(f"minimum must be <= maximum, got {self.minimum} > {self.maximum}")
@@ -105,9 +122,10 @@ class LimitStatistics:
 class AdaptiveLimit:
     """An in-flight limit that follows the store's latency and its throttling.
 
-    Guarantees: ``limit`` stays within ``[minimum, maximum]``; it never grows in a window
-    with a throttled request or a mean latency above the target, nor in one that used
-    less than half of it; a throttled request lowers it at most once a window.
+    Guarantees: ``limit`` stays within ``[minimum, maximum]`` (a probe pins it to
+    ``min(probe_limit, maximum)``); outside a probe it never grows in a window with a
+    throttled request or a mean latency above the target, nor in one that used less
+    than half of it; a throttled request lowers it at most once a window.
     """
 
     __slots__ = (
@@ -117,31 +135,42 @@ class AdaptiveLimit:
         "_limit",
         "_no_load",
         "_peak",
+        "_probe_count",
+        "_probe_sum",
+        "_probing",
         "_settings",
+        "_since_probe",
         "_sum",
         "_throttled",
         "_throttled_now",
         "_unreported",
-        "_windows",
     )
 
     def __init__(self, settings: AdaptiveSettings | None = None) -> None:
         self._settings = settings or AdaptiveSettings()
         self._limit = float(self._settings.initial)
         self._no_load: float | None = None
-        self._windows = 0
         self._throttled = self._decreases = self._increases = self._unreported = 0
         self._count = self._peak = 0
         self._sum = 0.0
         self._throttled_now = False
+        self._probing = True  # the unloaded latency is measured first
+        self._probe_count = self._since_probe = 0
+        self._probe_sum = 0.0
 
     @property
     def limit(self) -> int:
         """Requests allowed in flight now."""
+        if self._probing:
+            return min(self._settings.probe_limit, self._settings.maximum)
         return int(self._limit)
 
+    def is_probing(self) -> bool:
+        """Whether the limit is pinned low to measure the unloaded latency."""
+        return self._probing
+
     def target_latency(self) -> float | None:
-        """The latency aimed at (seconds), None until a window has been measured."""
+        """The latency aimed at (seconds), None until the first probe has ended."""
         if self._no_load is None:
             return None
         return self._no_load * self._settings.tolerance
@@ -155,19 +184,25 @@ class AdaptiveLimit:
             throttled: the store refused it for load (429, 503) or it timed out.
         """
         settings = self._settings
+        if throttled:
+            self._throttled += 1
+            self._unreported += 1
+        if self._probing:
+            self._probe(latency, in_flight, throttled)
+            return self.limit
         self._count += 1
         self._sum += latency
         if in_flight > self._peak:
             self._peak = in_flight
-        if throttled:
-            self._throttled += 1
-            self._unreported += 1
-            if not self._throttled_now:
-                self._throttled_now = True
-                self._set(self._limit * settings.backoff)
+        if throttled and not self._throttled_now:
+            self._throttled_now = True
+            self._set(self._limit * settings.backoff)
         if self._count >= max(settings.window_samples, int(self._limit) // 2):
             self._close_window()
-        return int(self._limit)
+            self._since_probe += 1
+            if self._since_probe >= settings.probe_every:
+                self._probing = True
+        return self.limit
 
     def statistics(self) -> LimitStatistics:
         """A snapshot: limit, target latency, throttled requests, moves."""
@@ -181,20 +216,36 @@ class AdaptiveLimit:
         taken, self._unreported = self._unreported, 0
         return taken
 
+    def _probe(self, latency: float, in_flight: int, throttled: bool) -> None:
+        # Requests sent before the limit was pinned are still draining: their latency
+        # is a loaded one, so only answers within the probe's limit count.
+        settings = self._settings
+        if throttled or in_flight > min(settings.probe_limit, settings.maximum):
+            return
+        self._probe_count += 1
+        self._probe_sum += latency
+        if self._probe_count >= settings.window_samples:
+            self._no_load = self._probe_sum / self._probe_count
+            self._probing = False
+            self._probe_count = self._since_probe = 0
+            self._probe_sum = 0.0
+            self._new_window()
+
     def _close_window(self) -> None:
         settings = self._settings
         mean = self._sum / self._count
-        self._windows += 1
-        if self._no_load is None or self._windows % settings.probe_windows == 0:
-            self._no_load = mean
-        elif not self._throttled_now:
-            self._no_load = min(self._no_load, mean)
+        assert self._no_load is not None  # measured by the first probe
         target = self._no_load * settings.tolerance
         if not self._throttled_now:
+            headroom = max(1.0, math.sqrt(self._limit))
             if mean > target:
                 self._set(self._limit * max(0.5, target / mean))
             elif self._peak * 2 >= self._limit:
-                self._set(self._limit + max(1.0, math.sqrt(self._limit)))
+                # Half the gradient's step up (at most x1.5): a full step overshoots a
+                # knee and swings around it.
+                gradient = min(2.0, target / mean) if mean > 0 else 2.0
+                step = self._limit * (gradient - 1) / 2
+                self._set(self._limit + max(step, headroom))
         self._new_window()
 
     def _set(self, limit: float) -> None:
@@ -207,9 +258,8 @@ class AdaptiveLimit:
         self._limit = limit
 
     def _new_window(self) -> None:
-        self._count = 0
+        self._count = self._peak = 0
         self._sum = 0.0
-        self._peak = 0
         self._throttled_now = False
 
 
