@@ -16,7 +16,8 @@ It can behave like a real service under load (see :class:`Load`):
   falls past the knee as a saturated store's does.
 
 ``GET /_stats`` answers what arrived: ``{"served": n, "refused": n, "peak_in_flight": n,
-"buckets": {tenth-of-a-second: arrivals served}}`` (times of ``time.monotonic()``).
+"buckets": {tenth-of-a-second: requests arrived, served or refused}}`` (times of
+``time.monotonic()``).
 
 Run: ``python -m enrich.demo.dimension_service --port 8080 --latency 0.005``.
 """
@@ -56,6 +57,7 @@ class Load:
 
     def admit(self, now: float) -> bool:
         """Whether a request arriving at ``now`` is within the quota (and count it)."""
+        self.buckets[int(now * 10)] += 1
         if self.quota:
             burst = max(1.0, self.quota * 0.1)
             if self._last is None:
@@ -68,7 +70,6 @@ class Load:
                 return False
             self._tokens -= 1
         self.served += 1
-        self.buckets[int(now * 10)] += 1
         return True
 
     def latency(self, base: float) -> float:
