@@ -15,9 +15,10 @@ It can behave like a real service under load (see :class:`Load`):
   the square of the excess ratio: ``latency * (in_flight / K) ** 2``, so throughput
   falls past the knee as a saturated store's does.
 
-``GET /_stats`` answers what arrived: ``{"served": n, "refused": n, "peak_in_flight": n,
+``GET /_stats`` answers what arrived: ``{"p50": s, "p99": s, "served": n, "refused": n,
+"peak_in_flight": n,
 "buckets": {tenth-of-a-second: requests arrived, served or refused}}`` (times of
-``time.monotonic()``).
+``time.monotonic()``; p50 and p99: seconds a GET spent in the service).
 
 Run: ``python -m enrich.demo.dimension_service --port 8080 --latency 0.005``.
 """
@@ -52,6 +53,8 @@ class Load:
     served: int = 0
     refused: int = 0
     buckets: Counter[int] = field(default_factory=Counter)
+    # Seconds each served GET took in the service (its wait, the knee's included).
+    latencies: list[float] = field(default_factory=list)
     _tokens: float = 0.0
     _last: float | None = None
 
@@ -79,7 +82,14 @@ class Load:
         return base
 
     def stats(self) -> dict[str, object]:
+        ordered = sorted(self.latencies)
+
+        def quantile(q: float) -> float | None:
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+
         return {
+            "p50": quantile(0.5),
+            "p99": quantile(0.99),
             "served": self.served,
             "refused": self.refused,
             "peak_in_flight": self.peak_in_flight,
@@ -107,6 +117,7 @@ def make_app(
             uid = -1
         load.in_flight += 1
         load.peak_in_flight = max(load.peak_in_flight, load.in_flight)
+        started = time.monotonic()
         try:
             base = slow_latency if slow_every and uid >= 0 and uid % slow_every == 0 else latency
             wait = load.latency(base)
@@ -114,6 +125,7 @@ def make_app(
                 await asyncio.sleep(wait)
         finally:
             load.in_flight -= 1
+            load.latencies.append(time.monotonic() - started)
         if uid < 0:
             return web.json_response({"error": "bad id"}, status=400)
         if not 0 <= uid < users:

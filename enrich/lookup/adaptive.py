@@ -11,7 +11,8 @@ concurrency-limits): measure the store's unloaded latency with the limit pinned 
 then move the limit by the gradient between that latency (times a tolerance) and what
 the requests see now:
 
-* first, and again every ``probe_every`` windows, a probe pins the limit to
+* first, and again every ``probe_every`` windows (500: about 250 round trips of
+  the limit, so a probe of about 5 round trips costs about 2%), a probe pins the limit to
   ``probe_limit`` until ``window_samples`` answers arrived with no more than that in
   flight; their mean latency is the unloaded one, the target is that times ``tolerance``
   (2 by default: on a shared machine the client's own scheduling noise is part of every
@@ -48,7 +49,7 @@ DEFAULT_WINDOW_SAMPLES = 20
 # The unloaded latency is measured with this many requests in flight, every so many
 # windows (Envoy's adaptive concurrency pins its limit the same way, every minute).
 DEFAULT_PROBE_LIMIT = 4
-DEFAULT_PROBE_EVERY = 200
+DEFAULT_PROBE_EVERY = 500
 
 
 @dataclass(frozen=True, kw_only=True)
