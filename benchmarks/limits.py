@@ -267,9 +267,12 @@ def main() -> None:
         notes=(
             f"Load average (1 min) at the end: {load:.1f}. (1): requests/quota and "
             "served/quota over the span the service saw requests; the max 5 s window "
-            "counts every request (served or refused). (2): p99 of the join's store calls "
-            "(a call is a chunk's keys, so it includes waiting for a connection); final "
-            "limit and target: the adaptive limit's state in the join's metrics. "
+            "counts every request (served or refused). (2): p99 of a GET's time in the "
+            "service (the knee's latency; a row's own latency is the join's capacity over "
+            "the throughput, 4,096 rows in flight, whatever the store's concurrency); peak "
+            "in flight as the service saw it (warm-up included); final limit and the "
+            "client's target (twice the unloaded latency the client measures, its own "
+            "scheduling delays included): the adaptive limit's state in the join's metrics. "
             "(3): one process, join capacity 2,000, ordered.\n\n"
             "Rerun: `./scripts/dev bench limits` (ENRICH_BENCH_LIMITS_SECONDS=N)."
         ),
