@@ -85,3 +85,26 @@ async def test_redis_auto_answers_as_fixed_does(redis_server: Any, redis_client:
     assert stats is not None and 1 <= stats.limit <= 50  # never above pool_size
     assert fixed.concurrency_statistics() is None
     assert "concurrency='auto'" in repr(auto)
+
+
+def test_limits_travel_with_a_pickled_source() -> None:
+    import pickle
+
+    from connectors.ratelimit import JobRateLimit
+
+    limit = JobRateLimit(rate=100, redis_url="redis://:pw@limits:6379/0")
+    http = HttpLookup(
+        "http://svc/u/{}", schema="a string", concurrency="auto", job_rate_limit=limit
+    )
+    redis = RedisLookup(
+        "redis://dim:6379/0",
+        key_template="u:{}",
+        value="json",
+        schema="a string",
+        concurrency="auto",
+        job_rate_limit=500,
+    )
+    for source in (http, redis):
+        copy = pickle.loads(pickle.dumps(source))
+        assert copy == source and hash(copy) == hash(source) and repr(copy) == repr(source)
+    assert "pw" not in repr(http)
