@@ -22,6 +22,7 @@ SUITES = (
     "sql_join",
     "full_cache",
     "spark_versions",
+    "limits",
 )
 
 

@@ -11,7 +11,9 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
     stores:                       # dimension stores, by name
       users: {kind: redis, url: "redis://:${REDIS_PASSWORD}@dim:6379/0",
               key_template: "user:{}", value: json, schema: "name string, tier string"}
-      credit: {kind: http, url_template: "http://svc/users/{}", schema: "credit double"}
+      credit: {kind: http, url_template: "http://svc/users/{}", schema: "credit double",
+               concurrency: auto,             # adaptive requests in flight per process
+               job_rate_limit: {rate: 1000, redis_url: "redis://limits:6379"}}  # whole job
     joins:                        # applied in order; every lookup_join setting
       - {store: users, on: user_id, how: left, cache: {max_rows: 100000, ttl: 60},
          # or the whole dimension: cache: {kind: full, reload_interval: 600};
@@ -225,6 +227,10 @@ def store(spec: Any, where: str) -> Any:
     kind = options.pop("kind", None)
     options.pop("check_key", None)  # used by `enrich check` only
     try:
+        if isinstance(options.get("job_rate_limit"), dict):  # {rate, redis_url, key, ...}
+            from connectors.ratelimit import JobRateLimit
+
+            options["job_rate_limit"] = JobRateLimit(**options["job_rate_limit"])
         if kind == "redis":
             from connectors.redis import RedisLookup
 

@@ -11,6 +11,9 @@ Usage::
         path="data.user",                  # pick the sub-document {"data": {"user": {...}}}
         fields={"tier": "account.tier"},   # read a field from a nested path
         rate_limit=200.0,                  # requests per second, per process
+        # requests per second for the whole job (every task), from a bucket in Redis:
+        # job_rate_limit=JobRateLimit(rate=1000, redis_url="redis://limits:6379/0"),
+        # concurrency="auto",              # in flight per process: adaptive
         max_connections=50,
         timeout=2.0,
     )

@@ -15,8 +15,11 @@ from typing import Protocol
 import aiohttp
 from asyncio_throttle.throttler import Throttler
 
+from connectors.ratelimit.limiter import JobLimiter, limiter_for
+from connectors.slots import Slots
+from enrich.lookup.adaptive import AdaptiveLimit, process_limit
+
 from .settings import Settings
-from .slots import Slots
 
 # The throttle lets through at most a tenth of a second's worth of requests at once, so a
 # rate limit is smooth at the scale a server notices, not one burst per second.
@@ -38,12 +41,16 @@ class Pool:
         session: the aiohttp session, carrying the configured headers and timeout.
         slots: at most ``max_connections`` requests in flight.
         throttler: at most ``rate_limit`` requests started per second, or None.
+        adaptive: with ``concurrency="auto"``, the limit ``slots`` follow, else None.
+        job_limiter: with ``job_rate_limit``, this process's share of it, else None.
     """
 
     loop: asyncio.AbstractEventLoop
     session: aiohttp.ClientSession
     slots: Slots
     throttler: Throttle | None
+    adaptive: AdaptiveLimit | None = None
+    job_limiter: JobLimiter | None = None
 
     @classmethod
     def open(cls, settings: Settings, loop: asyncio.AbstractEventLoop) -> Pool:
@@ -59,9 +66,22 @@ class Pool:
         if settings.rate_limit is not None:
             burst = max(1, math.floor(settings.rate_limit * _BURST_WINDOW))
             throttler = Throttler(rate_limit=burst, period=burst / settings.rate_limit)
-        return cls(loop, session, Slots(settings.max_connections), throttler)
+        slots = Slots(settings.max_connections)
+        adaptive = None
+        if settings.concurrency == "auto":
+            adaptive = process_limit(adaptive_key(settings), settings.max_connections)
+            slots.resize(adaptive.limit)
+        job_limiter = None
+        if settings.job_rate_limit is not None:
+            job_limiter = limiter_for(settings.job_rate_limit)
+        return cls(loop, session, slots, throttler, adaptive, job_limiter)
 
     @staticmethod
     def is_open(pool: Pool) -> bool:
         """Whether the pool may serve (its session was not closed behind our back)."""
         return not pool.session.closed
+
+
+def adaptive_key(settings: Settings) -> tuple[str, Settings]:
+    """The key of a source's adaptive limit in this process (see enrich.lookup.adaptive)."""
+    return ("connectors.http", settings)

@@ -26,6 +26,8 @@ from .settings import Settings
 
 _JSON = {"Content-Type": "application/json"}
 _MAX_REDIRECTS = 5
+# Statuses by which a service says it is overloaded: an adaptive limit backs off.
+_THROTTLED = (429, 503)
 
 
 async def send(
@@ -40,7 +42,9 @@ async def send(
 ) -> bytes | None:
     """One attempt: a 2xx body, or None for a per-key miss (404, 204).
 
-    Waits for a slot of ``pool`` (and its throttle) before the request's timeout starts.
+    Waits for the job's rate limit, a slot of ``pool`` and its throttle before the
+    request's timeout starts. With ``concurrency="auto"`` the request's latency and
+    whether it was throttled (429, 503, a timeout) move the slots' limit.
     ``key`` is None for a batch POST (whose 404 is an error, not a miss); ``target``
     (the method and the masked template) is what errors name.
 
@@ -48,9 +52,14 @@ async def send(
         LookupFailed: any other status, a refused redirect, a body over
             ``max_value_bytes``, a timeout or a connection error.
     """
+    if pool.job_limiter is not None:  # the job's budget first: no slot held while waiting
+        await pool.job_limiter.acquire(1)
     slots = pool.slots
-    if not slots.take():  # a free slot is taken without awaiting (see .slots)
+    if not slots.take():  # a free slot is taken without awaiting (see connectors.slots)
         await slots.wait()
+    adaptive = pool.adaptive
+    started = time.perf_counter() if adaptive is not None else 0.0
+    throttled = False
     try:
         if pool.throttler is not None:
             await pool.throttler.acquire()
@@ -84,6 +93,7 @@ async def send(
                         if status == 303 or (status in (301, 302) and method == "POST"):
                             method, data = "GET", None  # as browsers and curl do
                         continue
+                    throttled = status in _THROTTLED
                     retry_after = parse_retry_after(
                         response.headers.get("Retry-After"), time.time()
                     )
@@ -93,8 +103,14 @@ async def send(
                 settings.max_value_bytes, target=target, key=key, declared=exc.declared
             ) from None
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+            throttled = isinstance(exc, asyncio.TimeoutError)
             raise transport_error(exc, target=target, key=key) from exc
     finally:
+        if adaptive is not None:
+            latency = time.perf_counter() - started
+            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=throttled)
+            if limit != slots.limit:
+                slots.resize(limit)
         slots.release()
     raise AssertionError("unreachable: the loop returns or raises")
 

@@ -9,14 +9,17 @@ from typing import Literal
 
 import aiohttp
 
+from connectors.ratelimit import JobRateLimit
 from enrich import Schema
-from enrich.engine.checks import check_int, check_positive
+from enrich.engine.checks import check_choice, check_int, check_positive
 
 from . import body
 from .url import MASK, UrlTemplate
 
 DEFAULT_METHOD = "GET"
 DEFAULT_MAX_CONNECTIONS = 100
+# With concurrency="auto" the adaptive limit finds the level; this only caps it.
+DEFAULT_AUTO_MAX_CONNECTIONS = 1000
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_BATCH = 100
 # One answer's body larger than this fails its key (its batch, in batch mode).
@@ -25,6 +28,9 @@ RedirectPolicy = Literal["never", "same-origin"]
 DEFAULT_FOLLOW_REDIRECTS: RedirectPolicy = "never"
 
 _METHODS = ("GET", "POST")
+# "fixed": at most max_connections requests in flight; "auto": an adaptive limit up to it.
+CONCURRENCY = ("fixed", "auto")
+DEFAULT_CONCURRENCY = "fixed"
 # "never": a 3xx is the key's error. "same-origin": follow to the same scheme, host and
 # port only, where the configured headers may go; anywhere else is refused.
 _REDIRECT_POLICIES = ("never", "same-origin")
@@ -52,6 +58,8 @@ class Settings:
     fields: tuple[tuple[str, body.Path], ...]
     follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    job_rate_limit: JobRateLimit | None = None
+    concurrency: str = DEFAULT_CONCURRENCY
 
     @classmethod
     def build(
@@ -65,12 +73,14 @@ class Settings:
         batch_url: str | None,
         max_batch: int,
         rate_limit: float | None,
-        max_connections: int,
+        max_connections: int | None,
         timeout: float,
         path: str | None,
         fields: Mapping[str, str] | None,
         follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        job_rate_limit: float | JobRateLimit | None = None,
+        concurrency: str = DEFAULT_CONCURRENCY,
     ) -> Settings:
         """Validate ``HttpLookup``'s arguments.
 
@@ -88,8 +98,16 @@ class Settings:
         batch = None
         if batch_url is not None:
             batch = UrlTemplate.parse(batch_url, name="batch_url", slots="none")
+        template = UrlTemplate.parse(url_template)
+        concurrency = check_choice("concurrency", concurrency, CONCURRENCY)
+        if max_connections is None:
+            auto = concurrency == "auto"
+            max_connections = DEFAULT_AUTO_MAX_CONNECTIONS if auto else DEFAULT_MAX_CONNECTIONS
+        job_limit = JobRateLimit.of(job_rate_limit, name="job_rate_limit")
+        if job_limit is not None:
+            job_limit = job_limit.for_store(f"http {template.redacted()}", default_url=None)
         return cls(
-            template=UrlTemplate.parse(url_template),
+            template=template,
             schema=schema,
             method=str(upper),
             headers=header_items,
@@ -103,6 +121,8 @@ class Settings:
             fields=_check_fields(fields, schema),
             follow_redirects=_redirect_policy(follow_redirects),
             max_value_bytes=check_int("max_value_bytes", max_value_bytes, rule="> 0"),
+            job_rate_limit=job_limit,
+            concurrency=concurrency,
         )
 
     def described(self) -> str:
@@ -121,7 +141,11 @@ class Settings:
             parts.append(f"batch_url={self.batch.redacted()!r}, max_batch={self.max_batch}")
         if self.rate_limit is not None:
             parts.append(f"rate_limit={self.rate_limit:g}")
+        if self.job_rate_limit is not None:
+            parts.append(f"job_rate_limit={self.job_rate_limit.described()}")
         parts.append(f"max_connections={self.max_connections}, timeout={self.timeout:g}")
+        if self.concurrency != DEFAULT_CONCURRENCY:
+            parts.append(f"concurrency={self.concurrency!r}")
         if self.follow_redirects != DEFAULT_FOLLOW_REDIRECTS:
             parts.append(f"follow_redirects={self.follow_redirects!r}")
         if self.max_value_bytes != DEFAULT_MAX_VALUE_BYTES:

@@ -11,20 +11,28 @@ from typing import Any
 import aiohttp
 
 from connectors.loop_local import LoopLocal
+from connectors.ratelimit import JobRateLimit
+from connectors.ratelimit.limiter import close_limiter
 from enrich import DecodeError, LookupFailed, Schema
 from enrich.engine.checks import short
+from enrich.lookup.adaptive import (
+    AdaptiveLimit,
+    LimitStatistics,
+    forget_process_limit,
+    peek_process_limit,
+)
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
 from . import body
 from .batch import Batches
 from .listing import scan_pages, store_key as listing_store_key
-from .pool import Pool
+from .pool import Pool, adaptive_key
 from .request import send
 from .settings import (
+    DEFAULT_CONCURRENCY,
     DEFAULT_FOLLOW_REDIRECTS,
     DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_VALUE_BYTES,
     DEFAULT_METHOD,
     DEFAULT_TIMEOUT,
@@ -52,7 +60,13 @@ class HttpLookup:
     * Per-key mode: each key gets one request and fails alone (its value is the
       ``LookupFailed`` or ``DecodeError``); at most ``max_connections`` requests are in
       flight per process and, with ``rate_limit``, at most that many start per second
-      (in bursts of at most a tenth of a second's worth).
+      in this process (in bursts of at most a tenth of a second's worth).
+    * With ``job_rate_limit``, the requests of all processes sharing its bucket start at
+      most at that rate together (see ``connectors.ratelimit.limiter``); an unreachable
+      limiter slows requests to its fallback rate, it never fails them.
+    * With ``concurrency="auto"``, requests in flight per process follow an adaptive
+      limit between 1 and ``max_connections`` (see ``enrich.lookup.adaptive``): it
+      backs off on 429, 503, timeouts and latency above the target.
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
     * Batch mode only: the source is a :class:`~enrich.lookup.lane.columnar.ColumnarSource`
@@ -77,8 +91,14 @@ class HttpLookup:
             ``Authorization`` header.
         batch_url: ``http(s)`` URL without slots; switches to batch mode.
         max_batch: keys per batch POST.
-        rate_limit: requests per second per process (None: unlimited).
-        max_connections: connections (and requests in flight) per process.
+        rate_limit: requests per second *per process* (None: unlimited).
+        job_rate_limit: requests per second for the *whole job*: a
+            :class:`~connectors.ratelimit.JobRateLimit` naming the Redis that holds the
+            shared budget (``redis_url``), or None. A batch POST counts as one request.
+        max_connections: connections (and requests in flight) per process; None: 100,
+            or 1000 with ``concurrency="auto"`` (the ceiling of the adaptive limit).
+        concurrency: ``"fixed"`` (``max_connections`` requests in flight) or ``"auto"``
+            (an adaptive limit up to ``max_connections``, see :meth:`concurrency_statistics`).
         timeout: seconds per request, from sending to reading the whole body.
         path: dotted path of the sub-document to read (``"data.user"``).
         fields: schema field -> dotted path within the document (default: the field name).
@@ -117,12 +137,14 @@ class HttpLookup:
         batch_url: str | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         rate_limit: float | None = None,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         path: str | None = None,
         fields: Mapping[str, str] | None = None,
         follow_redirects: RedirectPolicy = DEFAULT_FOLLOW_REDIRECTS,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        job_rate_limit: float | JobRateLimit | None = None,
+        concurrency: str = DEFAULT_CONCURRENCY,
         list_url: str | None = None,
         list_key: str = "id",
         list_items: str | None = None,
@@ -153,6 +175,8 @@ class HttpLookup:
             fields=fields,
             follow_redirects=follow_redirects,
             max_value_bytes=max_value_bytes,
+            job_rate_limit=job_rate_limit,
+            concurrency=concurrency,
         )
         self._init_derived()
 
@@ -222,8 +246,22 @@ class HttpLookup:
         async for found in answers_as_completed(calls):
             yield found
 
+    def adaptive_limit(self) -> AdaptiveLimit | None:
+        """With ``concurrency="auto"``: this process's adaptive limit, once a request
+        made it; else None (joins copy its state into their metrics)."""
+        return peek_process_limit(adaptive_key(self._settings))
+
+    def concurrency_statistics(self) -> LimitStatistics | None:
+        """With ``concurrency="auto"``: this process's adaptive limit (its limit, target
+        latency and throttled requests so far), None before the first request or without."""
+        limit = self.adaptive_limit()
+        return None if limit is None else limit.statistics()
+
     async def aclose(self) -> None:
         """Close and forget this process's session for the running loop (reopens on use)."""
+        forget_process_limit(adaptive_key(self._settings))
+        if self._settings.job_rate_limit is not None:
+            await close_limiter(self._settings.job_rate_limit)
         pool = self._pools.pop()
         if pool is not None:
             await pool.session.close()

@@ -46,7 +46,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
+from connectors.ratelimit import JobRateLimit
 from enrich import LookupFailed, Schema
+from enrich.lookup.adaptive import AdaptiveLimit, LimitStatistics, peek_process_limit
 from enrich.lookup.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
@@ -62,7 +64,9 @@ from .config import (
     Endpoint,
     KeyTemplate,
     LookupSettings,
+    concurrency as check_concurrency,
     hash_fields,
+    job_rate_limit as check_job_rate_limit,
     positive_int,
     positive_seconds,
     value_format,
@@ -105,7 +109,16 @@ class RedisLookup:
         fields: for ``value="hash"``, the schema fields to read with HMGET (or a mapping
             from schema field to hash field); None reads the whole hash with HGETALL.
         max_batch: most keys per MGET or per pipeline.
-        pool_size: most connections per process (per node on a cluster).
+        pool_size: most connections per process (per node on a cluster), and pipelines
+            in flight.
+        job_rate_limit: keys per second for the *whole job* (every process sharing the
+            bucket): a number (the bucket lives in this store's own Redis; a cluster or
+            Sentinel endpoint needs a ``JobRateLimit`` with ``redis_url``) or a
+            :class:`~connectors.ratelimit.JobRateLimit`; None: no limit. An unreachable
+            limiter slows lookups to its fallback rate, it never fails them.
+        concurrency: ``"fixed"`` (``pool_size`` pipelines in flight) or ``"auto"`` (an
+            adaptive limit up to ``pool_size`` that backs off on timeouts and latency
+            above the target; see :meth:`concurrency_statistics`).
         timeout: seconds for connecting, for each reply, and for waiting on the pool.
         cluster: the URL names a node of a Redis Cluster.
         username: ACL user, if not in the URL.
@@ -145,6 +158,8 @@ class RedisLookup:
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         sentinel_username: str | None = None,
         sentinel_password: str | None = None,
+        job_rate_limit: float | JobRateLimit | None = None,
+        concurrency: str = "fixed",
     ) -> None:
         if not isinstance(cluster, bool):
             raise ValueError(f"cluster must be a bool, got {cluster!r}")
@@ -155,20 +170,23 @@ class RedisLookup:
         self.schema = Schema.of(schema)
         fmt = value_format(value, self.schema)
         template = KeyTemplate.parse(key_template, key_encoding)
+        endpoint = Endpoint.parse(
+            url,
+            cluster=cluster,
+            username=username,
+            password=password,
+            sentinel_username=sentinel_username,
+            sentinel_password=sentinel_password,
+        )
         self._settings = LookupSettings(
             connection=ConnectionSettings(
-                endpoint=Endpoint.parse(
-                    url,
-                    cluster=cluster,
-                    username=username,
-                    password=password,
-                    sentinel_username=sentinel_username,
-                    sentinel_password=sentinel_password,
-                ),
+                endpoint=endpoint,
                 pool_size=positive_int("pool_size", pool_size),
                 timeout=positive_seconds("timeout", timeout),
                 tls_ca_certs=tls_ca_certs,
                 tls_verify=tls_verify,
+                concurrency=check_concurrency(concurrency),
+                job_rate_limit=check_job_rate_limit(job_rate_limit, endpoint, key_template),
             ),
             key_template=template,
             value=fmt,
@@ -330,6 +348,17 @@ class RedisLookup:
         if command.keys:
             results.update(codec.decode(command, reply, settings, self.schema))
 
+    def adaptive_limit(self) -> AdaptiveLimit | None:
+        """With ``concurrency="auto"``: this process's adaptive limit, once a request
+        made it; else None (joins copy its state into their metrics)."""
+        return peek_process_limit(client.adaptive_key(self._settings.connection))
+
+    def concurrency_statistics(self) -> LimitStatistics | None:
+        """With ``concurrency="auto"``: this process's adaptive limit (its limit, target
+        latency and throttled pipelines so far), None before the first call or without."""
+        limit = self.adaptive_limit()
+        return None if limit is None else limit.statistics()
+
     async def aclose(self) -> None:
         """Close this process's client for these settings on the running loop.
 
@@ -354,6 +383,10 @@ class RedisLookup:
             parts.append("cluster=True")
         if s.max_value_bytes != DEFAULT_MAX_VALUE_BYTES:
             parts.append(f"max_value_bytes={s.max_value_bytes}")
+        if c.job_rate_limit is not None:
+            parts.append(f"job_rate_limit={c.job_rate_limit.described()}")
+        if c.concurrency != "fixed":
+            parts.append(f"concurrency={c.concurrency!r}")
         return f"RedisLookup({', '.join(parts)})"
 
     def __eq__(self, other: object) -> bool:

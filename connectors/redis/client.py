@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,10 @@ from redis.backoff import NoBackoff
 
 from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_text
+from connectors.ratelimit.limiter import JobLimiter, close_limiter, limiter_for
+from connectors.slots import Slots
 from enrich import LookupFailed, SourceUnavailable
+from enrich.lookup.adaptive import AdaptiveLimit, process_limit
 
 from .codec import Command
 from .config import ConnectionSettings, Endpoint
@@ -52,6 +56,12 @@ class ClientHandle:
     limiter: asyncio.Semaphore
     # The sentinels' own clients, when the master is found through Sentinel.
     sentinel: Sentinel | None = None
+    # concurrency="auto": the limit the slots follow (the limiter above then bounds
+    # nothing the slots do not); else None.
+    adaptive: AdaptiveLimit | None = None
+    slots: Slots | None = None
+    # job_rate_limit: this process's share of the job's keys per second, else None.
+    job_limiter: JobLimiter | None = None
 
     async def aclose(self) -> None:
         """Close the client's connections, and the sentinels' when there are any."""
@@ -72,13 +82,30 @@ def client_for(settings: ConnectionSettings) -> ClientHandle:
 
 async def close_client(settings: ConnectionSettings) -> None:
     """Close and forget the running loop's client for ``settings``, if there is one."""
+    if settings.job_rate_limit is not None:
+        await close_limiter(settings.job_rate_limit)
     handle = pop_loop_resource(_REGISTRY, settings)
     if handle is not None:
         _log.debug("closing redis client for %s", settings.endpoint.masked_url())
         await handle.aclose()
 
 
+def adaptive_key(settings: ConnectionSettings) -> tuple[str, ConnectionSettings]:
+    """The key of a pool's adaptive limit in this process (see enrich.lookup.adaptive)."""
+    return (_REGISTRY, settings)
+
+
 def _open(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> ClientHandle:
+    handle = _open_client(settings, loop)
+    if settings.concurrency == "auto":
+        handle.adaptive = process_limit(adaptive_key(settings), settings.pool_size)
+        handle.slots = Slots(handle.adaptive.limit)
+    if settings.job_rate_limit is not None:
+        handle.job_limiter = limiter_for(settings.job_rate_limit)
+    return handle
+
+
+def _open_client(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) -> ClientHandle:
     endpoint = settings.endpoint
     _log.debug(
         "opening redis client for %s (pool_size=%d, cluster=%s)",
@@ -186,6 +213,10 @@ async def execute(
     """
 
     async def run(batch: Sequence[Command]) -> list[Any]:
+        if handle.job_limiter is not None:
+            await handle.job_limiter.acquire(sum(len(command.keys) for command in batch))
+        if handle.adaptive is not None:
+            return await _run_adaptive(handle, batch)
         async with handle.limiter:
             # execute() resets the pipeline (releasing its connections) whatever happens.
             pipe = handle.client.pipeline(transaction=False)
@@ -206,6 +237,33 @@ async def execute(
                 raise translate(reply, endpoint) from reply
         results.append(outcome)
     return results
+
+
+async def _run_adaptive(handle: ClientHandle, batch: Sequence[Command]) -> list[Any]:
+    """One pipeline under the adaptive limit: its latency, and whether it timed out,
+    move the limit (``concurrency="auto"``)."""
+    slots, adaptive = handle.slots, handle.adaptive
+    assert slots is not None and adaptive is not None
+    if not slots.take():
+        await slots.wait()
+    started = time.perf_counter()
+    timed_out = False
+    try:
+        async with handle.limiter:  # still the pool's bound (a cluster node's connections)
+            pipe = handle.client.pipeline(transaction=False)
+            for command in batch:
+                pipe.execute_command(*command.args)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return replies
+    except (rx.TimeoutError, asyncio.TimeoutError):
+        timed_out = True
+        raise
+    finally:
+        latency = time.perf_counter() - started
+        limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
+        if limit != slots.limit:
+            slots.resize(limit)
+        slots.release()
 
 
 def is_denied(exc: BaseException) -> bool:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from connectors.ratelimit import JobRateLimit
 from connectors.templates import SlotError, split_slots
 from enrich import Schema
-from enrich.engine.checks import check_int, check_positive
+from enrich.engine.checks import check_choice, check_int, check_positive
 
 from .endpoint import DEFAULT_PORT, Endpoint
 
@@ -55,6 +56,10 @@ class ConnectionSettings:
     timeout: float
     tls_ca_certs: str | None
     tls_verify: bool
+    # "fixed": pool_size pipelines in flight; "auto": an adaptive limit up to it.
+    concurrency: str = "fixed"
+    # The job-wide rate limit in keys per second (key and Redis filled in), or None.
+    job_rate_limit: JobRateLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -231,3 +236,35 @@ def hash_fields(
         seen.add(name)
         out.append((name, stored.encode(encoding)))
     return tuple(out)
+
+
+CONCURRENCY = ("fixed", "auto")
+
+
+def concurrency(value: Any) -> str:
+    """``concurrency=``: ``"fixed"`` or ``"auto"``."""
+    return check_choice("concurrency", value, CONCURRENCY)
+
+
+def job_rate_limit(
+    value: float | JobRateLimit | None, endpoint: Endpoint, key_template: str
+) -> JobRateLimit | None:
+    """``job_rate_limit=`` for a store: its bucket's key named after the store and, when no
+    ``redis_url`` is given, the store's own Redis (standalone endpoints only)."""
+    limit = JobRateLimit.of(value, name="job_rate_limit")
+    if limit is None:
+        return None
+    default_url = None
+    if not endpoint.cluster and not endpoint.is_sentinel:
+        from urllib.parse import quote
+
+        user = quote(endpoint.username or "", safe="")
+        auth = f"{user}:{quote(endpoint.password, safe='')}@" if endpoint.password else ""
+        scheme = "rediss" if endpoint.tls else "redis"
+        default_url = f"{scheme}://{auth}{endpoint.host}:{endpoint.port}/{endpoint.db}"
+    elif limit.redis_url is None:
+        raise ValueError(
+            "job_rate_limit on a cluster or Sentinel endpoint needs the Redis of its shared "
+            "bucket: JobRateLimit(rate=..., redis_url='redis://host:6379')"
+        )
+    return limit.for_store(f"redis {endpoint.masked_url()} {key_template}", default_url)

@@ -109,10 +109,13 @@ def dimension_service(
     slow_every: int = 0,
     slow_latency: float = 0.0,
     port: int | None = None,
+    quota: float = 0.0,
+    knee: int = 0,
 ) -> Iterator[str]:
     """Run the demo dimension service (on ``port``, or a free one); yields its base URL
     (http://127.0.0.1:PORT). With ``slow_every``, ids divisible by it answer after
-    ``slow_latency`` seconds."""
+    ``slow_latency`` seconds; ``quota`` (requests/s, then 429) and ``knee`` (requests in
+    flight, then slower) model a loaded service (see enrich.demo.dimension_service)."""
     port = port or free_port()
     command = [
         sys.executable,
@@ -128,6 +131,10 @@ def dimension_service(
         str(slow_every),
         "--slow-latency",
         str(slow_latency),
+        "--quota",
+        str(quota),
+        "--knee",
+        str(knee),
     ]
     with _serving(command, port, "the dimension service"):
         yield f"http://127.0.0.1:{port}"

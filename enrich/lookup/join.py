@@ -30,6 +30,7 @@ from typing import Any
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.retry import RetryStrategy
+from .adaptive import record_concurrency
 from .batcher import Batcher
 from .cache import CacheStatistics, LookupCache
 from .delivery import Delivery
@@ -169,7 +170,8 @@ class LookupJoin(AsyncFunction):
         return self._store.statistics() if self._store is not None else None
 
     def statistics(self) -> JoinMetrics:
-        """This join's metrics so far (a copy)."""
+        """This join's metrics so far (a copy), with the store's adaptive limit if any."""
+        record_concurrency(self.metrics, self.source)
         copy = JoinMetrics()
         copy.merge(self.metrics)
         return copy

@@ -79,6 +79,11 @@ class JoinMetrics:
         retries: keys asked again after an error or a miss.
         errors: records that ended in an error, by kind ("timeout", "status:503", ...).
         latency: request latencies.
+        concurrency_limit: with a store's ``concurrency="auto"``, its requests allowed in
+            flight per process (merged: the highest of the processes); 0 without.
+        target_latency: the latency that limit aims at, seconds (merged: the highest).
+        throttled: requests the store throttled (429, 503, timeouts) as the adaptive
+            limit counted them.
     """
 
     rows_in: int = 0
@@ -94,6 +99,9 @@ class JoinMetrics:
     retries: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    concurrency_limit: int = 0
+    target_latency: float | None = None
+    throttled: int = 0
 
     @property
     def keys_per_request(self) -> float:
@@ -117,6 +125,9 @@ class JoinMetrics:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.update(other.errors)
         self.latency.merge(other.latency)
+        self.concurrency_limit = max(self.concurrency_limit, other.concurrency_limit)
+        if other.target_latency is not None:
+            self.target_latency = max(self.target_latency or 0.0, other.target_latency)
 
     def summary(self) -> str:
         """One readable line, for logs."""
@@ -130,7 +141,19 @@ class JoinMetrics:
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
             f"null keys {self.null_keys}, "
             f"latency {lat}, timeouts {self.timeouts}, retries {self.retries}, errors {errors}"
+            + self._concurrency_summary()
         )
 
+    def _concurrency_summary(self) -> str:
+        if not self.concurrency_limit:
+            return ""
+        target = self.target_latency
+        aim = f", target {target * 1e3:.1f}ms" if target is not None else ""
+        return f", concurrency limit {self.concurrency_limit}{aim}, throttled {self.throttled}"
 
-_COUNTERS = tuple(f.name for f in fields(JoinMetrics) if f.type in ("int", int))
+
+_COUNTERS = tuple(
+    f.name
+    for f in fields(JoinMetrics)
+    if f.type in ("int", int) and f.name != "concurrency_limit"  # a level, not a count
+)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..engine.wait import AsyncWaitIterator
+from ..lookup.adaptive import record_concurrency
 from ..lookup.arrow_types import arrow_schema
 from ..lookup.cache import LookupCache
 from ..lookup.full_cache import FullCache
@@ -129,6 +130,7 @@ class JoinPlan:
             metrics = run.function.statistics()
         else:
             return None
+        record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
         if self.accumulator is not None:
             query, batch = _micro_batch()
             self.accumulator.add({(self.name, query, batch): metrics})

@@ -106,7 +106,10 @@ def register_lookup(
         spark: the session to register the function in.
         name: the SQL function's name (also the metrics' name, see
             :func:`enrich.spark.statistics`).
-        source: the dimension store; pickled to the executors.
+        source: the dimension store; pickled to the executors, with its limits: a
+            store's ``job_rate_limit=`` (requests or keys per second for the whole job,
+            shared by every task) and ``concurrency="auto"`` apply to the function's
+            lookups as to a ``lookup_join``'s (a job config sets them on the store).
         capacity / timeout / retry / cache / max_batch: as for
             :func:`enrich.spark.lookup_join`.
         on_error: "fail", "null" or "error_column" (see the module docstring).

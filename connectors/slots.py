@@ -36,7 +36,7 @@ class Slots:
 
     def take(self) -> bool:
         """Hold a slot now if one is free and nobody waits for one (True), else False."""
-        if self._free and not self._waiters:
+        if self._free > 0 and not self._waiters:
             self._free -= 1
             return True
         return False
@@ -58,6 +58,9 @@ class Slots:
 
     def release(self) -> None:
         """Give back a held slot: to the longest waiter, else to the free count."""
+        if self._free < 0:  # the limit was lowered below the slots held: keep it
+            self._free += 1
+            return
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()
@@ -65,6 +68,21 @@ class Slots:
                 waiter.set_result(None)
                 return
         self._free += 1
+
+    def resize(self, limit: int) -> None:
+        """Allow ``limit`` slots from now on. A higher limit hands the new slots to
+        waiters at once; a lower one takes effect as held slots are released (none is
+        taken back)."""
+        if limit <= 0:
+            raise ValueError(f"limit must be > 0, got {limit}")
+        self._free += limit - self.limit
+        self.limit = limit
+        waiters = self._waiters
+        while self._free > 0 and waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                self._free -= 1
+                waiter.set_result(None)
 
     def in_use(self) -> int:
         """Slots held now (handed to a waiter that has not resumed yet counts as held)."""

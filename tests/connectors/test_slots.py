@@ -1,4 +1,4 @@
-"""Request slots (connectors.http.slots): the bound, the order of waiters, cancellation."""
+"""Request slots (connectors.slots): the bound, the order of waiters, cancellation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from connectors.http.slots import Slots
+from connectors.slots import Slots
 
 
 def test_a_limit_must_be_positive() -> None:
@@ -103,3 +103,36 @@ async def test_many_tasks_never_hold_more_than_the_limit() -> None:
 
     assert peak == 3
     assert slots.in_use() == 0
+
+
+def test_a_lower_limit_takes_effect_as_held_slots_come_back() -> None:
+    slots = Slots(4)
+    assert all(slots.take() for _ in range(4))
+
+    slots.resize(2)
+
+    assert not slots.take()
+    slots.release()
+    slots.release()
+    assert not slots.take()  # two still held: at the new limit
+    slots.release()
+    assert slots.take()
+    assert slots.in_use() == 2
+
+
+@pytest.mark.asyncio
+async def test_a_higher_limit_hands_its_new_slots_to_waiters_at_once() -> None:
+    slots = Slots(1)
+    assert slots.take()
+    waiters = [asyncio.ensure_future(slots.wait()) for _ in range(3)]
+    await asyncio.sleep(0)
+
+    slots.resize(3)
+    await asyncio.sleep(0)
+
+    assert [w.done() for w in waiters] == [True, True, False]
+    assert slots.in_use() == 3
+    with pytest.raises(ValueError, match="limit must be > 0, got 0"):
+        slots.resize(0)
+    waiters[2].cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)

@@ -1,0 +1,146 @@
+"""The job-wide rate limit against a real Redis: one budget for several processes' limiters,
+and lookups that go on when the limiter's Redis is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+
+from connectors.http import HttpLookup
+from connectors.ratelimit import JobRateLimit
+from connectors.ratelimit.limiter import JobLimiter
+from connectors.redis import RedisLookup
+from enrich import LookupFailed
+from enrich.demo.local import free_port
+from tests.limits.conftest import StartService
+
+
+def limiter(url: str, rate: float, **settings: Any) -> JobLimiter:
+    """A limiter as one process of the job would hold it (a client of its own)."""
+    limit = JobRateLimit(rate=rate, redis_url=url, key="enrich:rate:test", **settings)
+    return JobLimiter(limit, asyncio.get_running_loop())
+
+
+@pytest.mark.asyncio
+async def test_the_bucket_grants_its_burst_then_says_how_long_to_wait(
+    redis_server: Any, redis_client: Any
+) -> None:
+    one = limiter(redis_server.url, rate=1.0, burst_seconds=1.0)
+    try:
+        first = await one._ask(5)
+        second = await one._ask(5)
+    finally:
+        await one.aclose()
+
+    assert first == (1, 0)  # a second's worth of a rate of 1/s
+    assert second[0] == 0 and 0 < second[1] <= 1_000_000
+    assert 0 < redis_client.pttl("enrich:rate:test") <= 3000
+
+
+@pytest.mark.asyncio
+async def test_four_processes_share_one_budget(redis_server: Any, redis_client: Any) -> None:
+    rate, each = 200.0, 60
+    limiters = [limiter(redis_server.url, rate) for _ in range(4)]
+
+    async def spend(one: JobLimiter) -> None:
+        for _ in range(each):
+            await one.acquire(1)
+
+    started = time.perf_counter()
+    try:
+        await asyncio.gather(*(spend(one) for one in limiters))
+    finally:
+        elapsed = time.perf_counter() - started
+        for one in limiters:
+            await one.aclose()
+
+    # The bucket grants at most rate * (t + burst) + one batch per process held unspent,
+    # by the server's clock: 240 permits need at least (240 - 20 - 4) / 200 s.
+    assert elapsed >= (4 * each - rate * 0.1 - 4) / rate
+    assert sum(one.statistics().granted for one in limiters) >= 4 * each
+
+
+@pytest.mark.asyncio
+async def test_an_unreachable_limiter_falls_back_and_fails_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    one = limiter(f"redis://127.0.0.1:{free_port()}/0", rate=100.0, fallback_rate=10_000.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="connectors.ratelimit"):
+            await asyncio.gather(*(one.acquire(1) for _ in range(50)))
+    finally:
+        await one.aclose()
+
+    stats = one.statistics()
+    assert stats.granted == 0 and stats.outages >= 1 and stats.fallback >= 50
+    assert "keeping to 10000 permits/s in this process" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_http_lookups_stay_under_the_quota_with_a_job_rate_limit(
+    service: StartService, redis_server: Any, redis_client: Any
+) -> None:
+    base = await service(quota=300)
+    keys = list(range(300))
+    unlimited = HttpLookup(base + "/users/{}", schema="name string")
+    limited = HttpLookup(
+        base + "/users/{}",
+        schema="name string",
+        job_rate_limit=JobRateLimit(rate=200, redis_url=redis_server.url),
+    )
+    try:
+        over = await unlimited.lookup_many(keys)
+        await asyncio.sleep(0.2)  # the service's bucket refills (0.1 s of its quota)
+        under = await limited.lookup_many(keys)
+    finally:
+        await unlimited.aclose()
+        await limited.aclose()
+
+    refused = [v for v in over.values() if isinstance(v, LookupFailed)]
+    assert refused and refused[0].kind == "status:429"  # the quota bites without a limit
+    assert under == {key: (f"user-{key}",) for key in keys}
+
+
+@pytest.mark.asyncio
+async def test_http_lookups_go_on_when_the_limiter_is_gone(service: StartService) -> None:
+    base = await service()
+    source = HttpLookup(
+        base + "/users/{}",
+        schema="name string",
+        job_rate_limit=JobRateLimit(
+            rate=50, redis_url=f"redis://127.0.0.1:{free_port()}/0", fallback_rate=5000
+        ),
+    )
+    try:
+        found = await source.lookup_many(list(range(40)))
+    finally:
+        await source.aclose()
+    assert found == {key: (f"user-{key}",) for key in range(40)}
+
+
+@pytest.mark.asyncio
+async def test_redis_lookups_draw_keys_from_their_own_redis_by_default(
+    redis_server: Any, redis_client: Any
+) -> None:
+    redis_client.mset({f"user:{i}": f'{{"name": "u{i}"}}' for i in range(30)})
+    source = RedisLookup(
+        redis_server.url,
+        key_template="user:{}",
+        value="json",
+        schema="name string",
+        job_rate_limit=1000,
+        max_batch=10,
+    )
+    try:
+        found = await source.lookup_many(list(range(30)))
+    finally:
+        await source.aclose()
+
+    assert found == {i: (f"u{i}",) for i in range(30)}
+    buckets = redis_client.keys("enrich:rate:*")
+    assert len(buckets) == 1 and redis_client.pttl(buckets[0]) > 0
+    assert "job_rate_limit=JobRateLimit(rate=1000" in repr(source)
