@@ -97,6 +97,7 @@ class CacheStore:
         "_misses",
         "_recency",
         "_recent",
+        "admission",
         "settings",
         "slab",
     )
@@ -112,6 +113,8 @@ class CacheStore:
         # Where the lane keeps the rows of the entries it filled (an int entry is a
         # position in it), or None.
         self.slab: RowSlab | None = None
+        # Which keys the lane probes and fills (enrich.lookup.lane.admission), or None.
+        self.admission: Any = None
         self._hits = self._misses = self._loads = self._load_failures = self._evictions = 0
 
     def __len__(self) -> int:
