@@ -1,27 +1,30 @@
 """Which of a chunk's distinct keys the lane's cache sees: admission measured, not assumed.
 
 A probe and a fill cost the cache about as much per key as loopback Redis costs to ask
-and decode it (measured on this 2-core machine, 100,000 entries: a ``dict`` probe of a
-key not in the CPU's caches, its recency note and its fill, against an ``MGET`` reply
-decoded in bulk), so a key the cache will not answer again costs twice. Keys that
-repeat within a chunk are cheap to probe and likely to hit; a key seen once in its
-chunk pays off only when the cache already holds most such keys. So, for a large
-chunk of integer keys:
+and decode it (profiled on this 2-core machine, a cold 100,000-key run: a ``dict`` probe
+of a key not in the CPU's caches, its recency note and its fill, against an ``MGET``
+reply decoded in bulk), so a cold cache that probes and fills every key of every chunk
+pays twice for each key it will not answer again, and was slower than no cache. So, for
+a large chunk of integer keys:
 
-* keys that occur more than once in the chunk are always probed, and filled on a miss;
-* of the keys that occur once, only a fixed sample of the key space (one key in
-  :data:`SAMPLE`, by a hash of its value, the same keys every time) is probed and
-  filled while the sample's hit ratio stays below :data:`FULL_AT`; once it reaches
-  that, every key is, until it falls below :data:`SAMPLE_AT` again.
+* while the cache is measured cold, one chunk in :data:`STRIDE` probes and fills a
+  fixed sample of the key space (one key in :data:`SAMPLE`, by a hash of its value,
+  the same keys every time); the other chunks leave the cache alone and ask the
+  source, as without a cache;
+* once the sample's hit ratio reaches :data:`FULL_AT` (over :data:`WINDOW` sampled
+  keys), every key of every chunk is probed and filled, until the ratio falls below
+  :data:`SAMPLE_BELOW`.
 
-The sample's hit ratio is what the whole cache's would be for those keys, since the
-sampled keys are cached exactly as every key would be. A key left out is asked of the
-source as without a cache and counts as a cache miss. Chunks of fewer than
-:data:`MIN_KEYS` distinct keys, keys of other types and a lane not told the chunk's
-rows probe every key. Outcomes never change: a key is answered by the cache or by the
-source, whichever the store would give without admission.
+The sampled keys are cached exactly as every key would be, so their hit ratio is what
+the whole cache's would be: a cache whose keys come back (a warm one, a stream over a
+bounded key space) turns full after a window; one whose keys rarely repeat within its
+size costs a few percent. A key left out is asked of the source as without a cache and
+counts as a cache miss. Chunks of fewer than :data:`MIN_KEYS` distinct keys, keys of
+other types and a lane not told the chunk's rows (pushed batches) probe every key.
+Outcomes never change: a key is answered by the cache or by the source, as the store
+would answer it without admission.
 
-Used on the runtime loop thread only, one per store (it measures the store's keys).
+Used on the runtime loop thread only, one per store.
 Imports no pyspark.
 """
 
