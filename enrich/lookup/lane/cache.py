@@ -38,15 +38,16 @@ Imports no pyspark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
-from operator import getitem, is_, is_not
+from itertools import compress, repeat
+from operator import is_, is_not
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache_store import MISS, CacheStore
-from .columnar import ColumnarAnswer, struct_tuples, tuples_to_struct
+from .columnar import ColumnarAnswer, tuples_to_struct
+from .entries import cacheable, needed, selected, slab_entries, slab_slots
 from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
@@ -192,14 +193,14 @@ class CacheProbe:
             return cls(keys, list(range(len(keys))), distinct)
         if not missing:  # every key a hit: its rows are taken with the chunk's (join_rows)
             probe = cls(keys, [], distinct.slice(0, 0), list(range(len(keys))))
-            probe.view, probe.slots, probe.aligned = slab.column(_needed(slots)), slots, True
+            probe.view, probe.slots, probe.aligned = slab.column(needed(slots)), slots, True
             return probe
         absent = slots.is_null()
         asked = pc.indices_nonzero(absent)
         hit = pc.indices_nonzero(slots.is_valid())
         probe = cls(keys, asked.to_pylist(), distinct.filter(absent), hit.to_pylist())
         probe.positions = pa.concat_arrays([asked, hit])
-        probe.hit_rows = slab.column(_needed(slots)).take(slots.drop_null())
+        probe.hit_rows = slab.column(needed(slots)).take(slots.drop_null())
         return probe
 
     def _take_hits(
@@ -319,56 +320,3 @@ class CacheProbe:
         if positions is None:
             positions = pa.array(self.ask_positions + self.hit_positions, pa.int64())
         return pc.sort_indices(positions)
-
-
-def selected(answer: ColumnarAnswer, kept: pa.Array | None) -> ColumnarAnswer:
-    """The answer of the keys ``kept`` (a bool array aligned with ``answer``), in order."""
-    assert kept is not None
-    rows = answer.rows.filter(kept)
-    if answer.is_simple():
-        return ColumnarAnswer(rows)
-    new = dict(zip(compress(range(len(kept)), kept.to_pylist()), count()))
-    errors = {new[p]: error for p, error in answer.errors.items() if p in new}
-    multi = {new[p]: many for p, many in answer.multi.items() if p in new}
-    return ColumnarAnswer(rows, errors, multi)
-
-
-def _needed(slots: pa.Array) -> int:
-    """The rows a column must hold for ``slots`` (int64, some valid)."""
-    return int(pc.max(slots).as_py()) + 1
-
-
-def slab_slots(hits: list[Any]) -> pa.Array | None:
-    """``hits`` as an int64 array of slab positions, or None when one is not a position
-    (a tuple, a list of rows, :data:`MISS`): one C-level conversion either way."""
-    try:
-        return pa.array(hits, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return None
-
-
-def slab_entries(answer: ColumnarAnswer, base: int) -> list[Any]:
-    """Each key's entry when the answer's rows sit in a slab from ``base`` on: its
-    row's position, its rows (a list, for 1:N) or ``MISS`` (failed keys too)."""
-    rows = answer.rows
-    values: list[Any] = list(range(base, base + len(rows)))
-    if rows.null_count:  # null structs are misses: pick (MISS, position)[valid] per key
-        valid = rows.is_valid().to_pylist()
-        values = list(map(getitem, zip(repeat(MISS), values), valid))
-    for position, many in answer.multi.items():
-        values[position] = many
-    return values
-
-
-def cacheable(answer: ColumnarAnswer) -> list[Any]:
-    """Each key's answer as the per-row join caches it: its row (a tuple), its rows (a
-    list, for 1:N) or ``MISS``; a failed key's entry is ``MISS`` too (callers leave it
-    out)."""
-    rows = answer.rows
-    values: list[Any] = struct_tuples(rows)
-    if rows.null_count:  # null structs are misses: pick (MISS, row)[valid] per key
-        valid = rows.is_valid().to_pylist()
-        values = list(map(getitem, zip(repeat(MISS), values), valid))
-    for position, many in answer.multi.items():
-        values[position] = many
-    return values
