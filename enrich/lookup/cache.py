@@ -1,85 +1,28 @@
-"""The per-process lookup cache: bounded by rows and by time, misses cached apart.
+"""The per-process lookup cache's settings: bounded by rows and by time, misses cached apart.
 
-A :class:`LookupCache` is a picklable description; its storage lives once per process
-(see ``enrich.process_local``), so every task of an executor shares it, and it starts
-empty in a new worker. All access happens on the runtime loop thread.
+A :class:`LookupCache` is a picklable description; its storage (a
+:class:`~enrich.lookup.cache_store.CacheStore`) lives once per process (see
+``enrich.process_local``), so every task of an executor shares it, and it starts empty
+in a new worker. All access happens on the runtime loop thread.
 
-A :class:`CacheStore` is read and filled key by key (``get``, ``put``: the per-row join)
-or a chunk's distinct keys at a time (``get_many``, ``put_many``: the columnar lane).
-Both kinds share one store per source scope and keep the same outcomes and counters;
-the bulk methods run as C-level passes over the keys (``map`` of the dict's own
-methods, ``itertools.compress``; evictions too), with a Python step only to delete an
-entry found expired.
-
-Recency is kept lazily: a hit or a put only notes its key (a list append), and the
-entries are put in least-recently-used order from those notes when the order is needed
-(an eviction, :meth:`CacheStore.entries`), each key moved once, by its last use. The
-entries then leave in exactly the order eager moves would give, but a store that never
-evicts never pays for a move, and one that does pays one move per distinct key between
-evictions instead of one per use (measured: ``move_to_end`` of 10,000 hits on a
-100,000-entry store cost 5.4 ms, more than half the bulk probe).
-
-An entry holds the rows as the per-row join uses them (tuples), or, when the columnar
-lane filled it, the position of its row in the store's :attr:`CacheStore.slab` (Arrow
-columns the lane takes hits from with one ``take``; see :mod:`enrich.lookup.lane.cache`);
-``get`` turns such a position into the row's tuple, so both kinds read what the other
-wrote.
+The store, its counters and the marker of a cached miss are re-exported here, where the
+rest of the library imports them from.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict, deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
-from operator import is_, is_not, itemgetter, le
-from typing import Any, Protocol
 
 from ..engine.checks import check_int, check_seconds
 from ..engine.runtime import process_local
-
-# What a cached miss holds, to tell it apart from an absent key.
-MISS: Any = object()
-
-# What get_many reads for an absent key: never expired, no rows.
-_ABSENT = (float("inf"), None)
-_expiry = itemgetter(0)
-_rows = itemgetter(1)
-
-
-class RowSlab(Protocol):
-    """Rows kept outside the entries (the lane's Arrow columns), by position."""
-
-    def row(self, position: int) -> tuple[Any, ...]:
-        """The row at ``position`` as the per-row join's tuple."""
-        ...
-
-
-@dataclass(frozen=True)
-class CacheStatistics:
-    """Counters of one cache (per process).
-
-    Attributes:
-        hits: lookups answered from the cache (a cached miss included).
-        misses: lookups not found in the cache (absent or expired).
-        loads: values put into the cache after a lookup.
-        load_failures: lookups whose failure was not cached.
-        evictions: entries dropped to stay within ``max_rows``.
-        size: entries held now.
-    """
-
-    hits: int = 0
-    misses: int = 0
-    loads: int = 0
-    load_failures: int = 0
-    evictions: int = 0
-    size: int = 0
-
-    @property
-    def hit_ratio(self) -> float:
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
+from .cache_store import (
+    MISS as MISS,
+    CacheStatistics as CacheStatistics,
+    CacheStore as CacheStore,
+    RowSlab as RowSlab,
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +38,7 @@ class LookupCache:
     At least one of ``max_rows`` and ``ttl`` must bound the cache. A retry made because
     of a miss always asks the store again: a cached miss never answers a retry. The
     per-row join and the columnar lane of a source share its store: the first key by
-    key, the second a chunk's distinct keys at a time (see the module docstring).
+    key, the second a chunk's distinct keys at a time (see :mod:`enrich.lookup.cache_store`).
     """
 
     max_rows: int | None = 10_000
@@ -115,216 +58,3 @@ class LookupCache:
     def storage(self, scope: Hashable) -> CacheStore:
         """This process's store for this cache and ``scope`` (the source it caches)."""
         return process_local(("enrich.cache", self.token, scope), lambda: CacheStore(self))
-
-
-class CacheStore:
-    """The entries of one cache in one process: an LRU map key -> (expiry, rows)."""
-
-    __slots__ = (
-        "_entries",
-        "_evictions",
-        "_expires",
-        "_hits",
-        "_load_failures",
-        "_loads",
-        "_misses",
-        "_recent",
-        "_used",
-        "settings",
-        "slab",
-    )
-
-    def __init__(self, settings: LookupCache) -> None:
-        self.settings = settings
-        # In least-recently-used order once the uses noted in _used are applied.
-        self._entries: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
-        # Keys used (hit or put) since the order was last brought up to date, oldest
-        # first; bounded by compaction (see _note).
-        self._used: list[Any] = []
-        # Whether recency matters (entries can leave by size) and entries can expire.
-        self._recent = settings.max_rows is not None
-        self._expires = settings.ttl is not None or settings.ttl_missing is not None
-        # Where the lane keeps the rows of the entries it filled (an int entry is a
-        # position in it), or None.
-        self.slab: RowSlab | None = None
-        self._hits = self._misses = self._loads = self._load_failures = self._evictions = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: Any, now: float, *, accept_miss: bool = True) -> Any:
-        """The cached rows for ``key``, :data:`MISS` for a cached miss, None if absent.
-
-        With ``accept_miss=False`` a cached miss counts as absent (for retries)."""
-        found = self._entries.get(key)
-        if found is not None:
-            expires, rows = found
-            if expires > now and (accept_miss or rows is not MISS):
-                if self._recent:
-                    self._used.append(key)
-                    self._note()
-                self._hits += 1
-                if type(rows) is int and self.slab is not None:  # a row the lane filled
-                    return self.slab.row(rows)
-                return rows
-            if expires <= now:
-                del self._entries[key]
-        self._misses += 1
-        return None
-
-    def put(self, key: Any, rows: Any, now: float) -> None:
-        """Cache ``rows`` (a tuple, a non-empty list of tuples, or :data:`MISS`)."""
-        settings = self.settings
-        if rows is MISS:
-            if not settings.cache_missing:
-                return
-            ttl = settings.ttl_missing if settings.ttl_missing is not None else settings.ttl
-        else:
-            ttl = settings.ttl
-        expires = now + ttl if ttl is not None else float("inf")
-        entries = self._entries
-        entries[key] = (expires, rows)
-        self._loads += 1
-        limit = settings.max_rows
-        if limit is None:  # nothing leaves by size: recency does not matter
-            return
-        self._used.append(key)
-        if len(entries) > limit:
-            self._order()
-            while len(entries) > limit:
-                entries.popitem(last=False)
-                self._evictions += 1
-        else:
-            self._note()
-
-    def get_many(self, keys: Sequence[Any], now: float) -> list[Any]:
-        """What :meth:`get` answers for each of ``keys`` (distinct), in bulk: the cached
-        rows, :data:`MISS`, or None where absent or expired; a row the lane filled is
-        its position in :attr:`slab` (an int) instead of its tuple.
-
-        Outcomes, counters and recency are those of calling ``get(key, now)`` for each
-        key in order; an expired entry is deleted, as ``get`` deletes it. A retry never
-        comes here (it would need ``accept_miss=False``)."""
-        entries = self._entries
-        if not self._expires:  # one pass: no expiry to read
-            found: list[tuple[float, Any]] = []
-            values = list(map(_rows, map(entries.get, keys, repeat(_ABSENT))))
-        else:
-            found = list(map(entries.get, keys, repeat(_ABSENT)))
-            values = list(map(_rows, found))
-        if found and min(map(_expiry, found)) <= now:
-            # Some entries expired (rare per probe): one C-level pass finds them, then
-            # each is deleted, as get() would.
-            for position in compress(count(), map(le, map(_expiry, found), repeat(now))):
-                del entries[keys[position]]
-                values[position] = None
-        absent = values.count(None)
-        if not self._recent:
-            pass
-        elif absent == 0:  # note the hits' use, in key order
-            self._used.extend(keys)
-            self._note()
-        elif absent < len(values):
-            self._used.extend(compress(keys, map(is_not, values, repeat(None))))
-            self._note()
-        self._hits += len(values) - absent
-        self._misses += absent
-        return values
-
-    def put_many(self, keys: Sequence[Any], rows: Sequence[Any], now: float) -> None:
-        """``put(key, rows, now)`` for each key and its rows, in order, in bulk (keys
-        distinct). The entries, their order and the counters are those of the puts one
-        by one, except that a key both evicted and put again by the same call counts
-        one eviction instead of two (the entries kept are the same)."""
-        settings = self.settings
-        ttl = settings.ttl
-        expires = now + ttl if ttl is not None else float("inf")
-        if settings.cache_missing:
-            ttl_missing = settings.ttl_missing if settings.ttl_missing is not None else ttl
-            expires_missing = now + ttl_missing if ttl_missing is not None else float("inf")
-        else:  # misses are not cached: leave them out
-            found = list(map(is_not, rows, repeat(MISS)))
-            keys = list(compress(keys, found))
-            rows = list(compress(rows, found))
-            expires_missing = expires
-        if expires_missing == expires:
-            pairs = zip(repeat(expires), rows, strict=False)
-        else:  # each entry's expiry by its kind (a bool indexes the pair)
-            kinds = map(is_, rows, repeat(MISS))
-            pairs = zip(map((expires, expires_missing).__getitem__, kinds), rows, strict=True)
-        entries = self._entries
-        entries.update(zip(keys, pairs, strict=True))
-        self._loads += len(keys)
-        limit = settings.max_rows
-        if limit is None:  # nothing leaves by size: recency does not matter
-            return
-        self._used.extend(keys)
-        if len(entries) > limit:
-            self._order()
-            excess = len(entries) - limit
-            deque(map(entries.popitem, repeat(False, excess)), maxlen=0)
-            self._evictions += excess
-        else:
-            self._note()
-
-    def entries(self) -> list[tuple[Any, tuple[float, Any]]]:
-        """The entries ``(key, (expiry, rows))``, least recently used first (without
-        ``max_rows``, where nothing leaves by size, in the order they were first put)."""
-        self._order()
-        return list(self._entries.items())
-
-    def slots(self) -> list[tuple[Any, int]]:
-        """The entries whose rows are in :attr:`slab`: ``(key, position)``, in no
-        particular order."""
-        return [(key, rows) for key, (_, rows) in self._entries.items() if type(rows) is int]
-
-    def move_slots(self, keys: Sequence[Any], positions: Sequence[int]) -> None:
-        """Point the entries of ``keys`` (rows in :attr:`slab`) at new ``positions``,
-        keeping their expiry and recency (the slab was compacted)."""
-        entries = self._entries
-        for key, position in zip(keys, positions, strict=True):
-            entries[key] = (entries[key][0], position)  # an existing key keeps its place
-
-    def _note(self) -> None:
-        """Keep the noted uses bounded: past four times the entries, only the last use
-        of each key is kept, and only of keys still cached if that is not enough (the
-        order they give is the same)."""
-        used = self._used
-        entries = self._entries
-        if len(used) > 4 * len(entries) + 4096:
-            last = list(dict.fromkeys(reversed(used)))
-            last.reverse()
-            if len(last) > 2 * len(entries) + 4096:
-                last = list(compress(last, map(entries.__contains__, last)))
-            self._used = last
-
-    def _order(self) -> None:
-        """Apply the noted uses: each key still cached moves to the end once, by its
-        last use, so the entries stand in least-recently-used order."""
-        used = self._used
-        if not used:
-            return
-        self._used = []
-        entries = self._entries
-        last = list(dict.fromkeys(reversed(used)))
-        last.reverse()
-        present = compress(last, map(entries.__contains__, last))
-        deque(map(entries.move_to_end, present), maxlen=0)
-
-    def failed(self, count: int = 1) -> None:
-        """``count`` lookups failed (their failures are not cached)."""
-        self._load_failures += count
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self._used = []
-
-    def statistics(self) -> CacheStatistics:
-        return CacheStatistics(
-            hits=self._hits,
-            misses=self._misses,
-            loads=self._loads,
-            load_failures=self._load_failures,
-            evictions=self._evictions,
-            size=len(self._entries),
-        )

@@ -104,7 +104,7 @@ def test_the_noted_uses_stay_bounded_and_the_order_exact() -> None:
     for _ in range(5_000):
         cache.get_many([3, 1], 0.0)
         cache.get(2, 0.0)
-    assert len(cache._used) <= 4 * len(cache) + 4096
+    assert len(cache._recency) <= 4 * len(cache) + 4096
     cache.get_many([1], 0.0)
     assert [key for key, _ in cache.entries()] == [3, 2, 1]
     cache.put(4, ("4",), 0.0)  # 3 is the least recently used

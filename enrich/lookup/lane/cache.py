@@ -1,6 +1,6 @@
 """The columnar lane's cache: a chunk's distinct keys probed, filled and merged in bulk.
 
-The lane and the per-row join share one :class:`~enrich.lookup.cache.CacheStore` per
+The lane and the per-row join share one :class:`~enrich.lookup.cache_store.CacheStore` per
 source scope. The per-row join reads and fills it key by key; the lane does a chunk's
 distinct keys at once, with the store's bulk methods (``get_many``, ``put_many``), and
 keeps the same outcomes and counters: a hit is the key's rows or a cached miss; a key
@@ -39,18 +39,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import getitem, is_, is_not
+from operator import is_, is_not
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cache import MISS, CacheStore
-from .columnar import ColumnarAnswer, struct_tuples, tuples_to_struct
+from ..cache_store import MISS, CacheStore
+from .columnar import ColumnarAnswer, tuples_to_struct
+from .entries import cacheable, needed, selected, slab_entries, slab_slots
 from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
 SLAB_SLACK = 65_536
+
+# Stands for a key the cache does not see (see enrich.lookup.lane.admission): never an
+# entry, so the store finds it absent, and the same object each time, so cheaply.
+BYPASS: Any = object()
 
 
 def slab_of(store: CacheStore, struct_type: pa.StructType) -> ArrowSlab | None:
@@ -79,6 +84,12 @@ class CacheProbe:
         multi: key position -> cached 1:N rows.
         aligned: whether every key was a hit, in key order: the slab's rows at
             ``slots`` in ``view`` (the slab's column when the probe ran).
+        bypassed: how many keys the cache did not see (asked, never filled; ``keys``
+            then holds :data:`BYPASS` for every key).
+        watched: ``(hits, probes)`` of the keys the admission watches.
+        fill_keys: when keys were left out, the keys to fill (the admitted keys the
+            cache did not hold), and ``fill_mask`` which of :attr:`ask` they are.
+        positions: ``ask_positions`` then ``hit_positions`` as Arrow, when made so.
     """
 
     keys: list[Any]
@@ -90,15 +101,68 @@ class CacheProbe:
     aligned: bool = False
     view: pa.StructArray | None = None
     slots: pa.Array | None = None
+    bypassed: int = 0
+    watched: tuple[int, int] = (0, 0)
+    fill_keys: list[Any] | None = None
+    fill_mask: pa.Array | None = None
+    positions: pa.Array | None = None
 
     @classmethod
     def of(
-        cls, store: CacheStore, distinct: pa.Array, now: float, struct_type: pa.StructType
+        cls,
+        store: CacheStore,
+        distinct: pa.Array,
+        now: float,
+        struct_type: pa.StructType,
+        admitted: pa.Array | None = None,
+        watched: pa.Array | None = None,
     ) -> CacheProbe:
         """Probe ``store`` for ``distinct`` (distinct, non-null keys) at ``now``; the
-        hits' rows are taken now (see the module docstring)."""
-        keys = distinct.to_pylist()
-        values = store.get_many(keys, now)
+        hits' rows are taken now (see the module docstring). Only the keys
+        ``admitted`` are looked up (None: all); the hits among those ``watched`` are
+        counted (both bool arrays aligned with ``distinct``)."""
+        if admitted is None:
+            keys = distinct.to_pylist()
+            values = store.get_many(keys, now)
+            probe = cls._of_values(store, keys, distinct, values, struct_type)
+            if watched is not None:
+                seen = list(compress(values, watched.to_pylist()))
+                probe.watched = (len(seen) - seen.count(None), len(seen))
+            return probe
+        # Only the admitted keys become Python values and are looked up; the others are
+        # asked as they are, and their places filled by Arrow (null: not cached).
+        size = len(distinct)
+        looked_up = distinct.filter(admitted).to_pylist()
+        values = store.get_many(looked_up, now)
+        placeholders = [BYPASS] * size
+        slab = store.slab if isinstance(store.slab, ArrowSlab) else None
+        slots = slab_slots(values) if slab is not None else None
+        if slab is not None and slots is not None and slab.struct_type == struct_type:
+            everywhere = pc.replace_with_mask(pa.nulls(size, pa.int64()), admitted, slots)
+            probe = cls._of_slots(placeholders, distinct, slab, everywhere)
+            absent = everywhere.is_null()
+        else:  # entries of the per-row join among them: one value per key, None if left out
+            found = iter(values)
+            every = [next(found) if seen else None for seen in admitted.to_pylist()]
+            probe = cls._of_values(store, placeholders, distinct, every, struct_type)
+            absent = pa.array(list(map(is_, every, repeat(None))), pa.bool_())
+        probe.bypassed = size - len(looked_up)
+        probe.fill_keys = list(compress(looked_up, map(is_, values, repeat(None))))
+        probe.fill_mask = admitted.filter(absent)
+        if watched is not None:
+            seen = list(compress(values, watched.filter(admitted).to_pylist()))
+            probe.watched = (len(seen) - seen.count(None), len(seen))
+        return probe
+
+    @classmethod
+    def _of_values(
+        cls,
+        store: CacheStore,
+        keys: list[Any],
+        distinct: pa.Array,
+        values: list[Any],
+        struct_type: pa.StructType,
+    ) -> CacheProbe:
         slab = store.slab if isinstance(store.slab, ArrowSlab) else None
         if slab is not None and slab.struct_type != struct_type:
             slab = None  # a position cannot be an entry here
@@ -129,13 +193,14 @@ class CacheProbe:
             return cls(keys, list(range(len(keys))), distinct)
         if not missing:  # every key a hit: its rows are taken with the chunk's (join_rows)
             probe = cls(keys, [], distinct.slice(0, 0), list(range(len(keys))))
-            probe.view, probe.slots, probe.aligned = slab.column(_needed(slots)), slots, True
+            probe.view, probe.slots, probe.aligned = slab.column(needed(slots)), slots, True
             return probe
         absent = slots.is_null()
-        ask_positions = pc.indices_nonzero(absent).to_pylist()
-        hit_positions = pc.indices_nonzero(slots.is_valid()).to_pylist()
-        probe = cls(keys, ask_positions, distinct.filter(absent), hit_positions)
-        probe.hit_rows = slab.column(_needed(slots)).take(slots.drop_null())
+        asked = pc.indices_nonzero(absent)
+        hit = pc.indices_nonzero(slots.is_valid())
+        probe = cls(keys, asked.to_pylist(), distinct.filter(absent), hit.to_pylist())
+        probe.positions = pa.concat_arrays([asked, hit])
+        probe.hit_rows = slab.column(needed(slots)).take(slots.drop_null())
         return probe
 
     def _take_hits(
@@ -182,10 +247,19 @@ class CacheProbe:
     def fill(self, store: CacheStore, fetched: ColumnarAnswer | None, now: float) -> None:
         """Cache the answer of the asked keys (aligned with :attr:`ask`), as the per-row
         join caches each key's: its row, its 1:N rows, or a miss; a failed key is
-        counted as a load failure and left out."""
+        counted as a load failure and left out, and so is a key the cache did not see."""
         if fetched is None or not self.ask_positions:
             return
-        keys = list(map(self.keys.__getitem__, self.ask_positions))
+        failures = len(fetched.errors)
+        if self.fill_keys is None:
+            keys = list(map(self.keys.__getitem__, self.ask_positions))
+        else:  # the keys the cache did not see are not filled either
+            keys = self.fill_keys
+            if len(keys) < len(fetched):
+                fetched = selected(fetched, self.fill_mask)
+            if not keys:
+                store.failed(failures)
+                return
         slab = slab_of(store, fetched.rows.type)
         if slab is None:
             values = cacheable(fetched)
@@ -197,7 +271,8 @@ class CacheProbe:
             kept = [position not in fetched.errors for position in range(len(keys))]
             keys = list(compress(keys, kept))
             values = list(compress(values, kept))
-            store.failed(len(fetched.errors))
+        if failures:
+            store.failed(failures)
         store.put_many(keys, values, now)
 
     def merge(self, fetched: ColumnarAnswer | None, struct_type: pa.StructType) -> ColumnarAnswer:
@@ -241,45 +316,7 @@ class CacheProbe:
     def _order(self) -> pa.Array:
         """For each key, its row in the pieces ``fetched rows, hit rows``: they hold
         the keys in the order ask, hits, and sorting that order gives it."""
-        return pc.sort_indices(pa.array(self.ask_positions + self.hit_positions, pa.int64()))
-
-
-def _needed(slots: pa.Array) -> int:
-    """The rows a column must hold for ``slots`` (int64, some valid)."""
-    return int(pc.max(slots).as_py()) + 1
-
-
-def slab_slots(hits: list[Any]) -> pa.Array | None:
-    """``hits`` as an int64 array of slab positions, or None when one is not a position
-    (a tuple, a list of rows, :data:`MISS`): one C-level conversion either way."""
-    try:
-        return pa.array(hits, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return None
-
-
-def slab_entries(answer: ColumnarAnswer, base: int) -> list[Any]:
-    """Each key's entry when the answer's rows sit in a slab from ``base`` on: its
-    row's position, its rows (a list, for 1:N) or ``MISS`` (failed keys too)."""
-    rows = answer.rows
-    values: list[Any] = list(range(base, base + len(rows)))
-    if rows.null_count:  # null structs are misses: pick (MISS, position)[valid] per key
-        valid = rows.is_valid().to_pylist()
-        values = list(map(getitem, zip(repeat(MISS), values), valid))
-    for position, many in answer.multi.items():
-        values[position] = many
-    return values
-
-
-def cacheable(answer: ColumnarAnswer) -> list[Any]:
-    """Each key's answer as the per-row join caches it: its row (a tuple), its rows (a
-    list, for 1:N) or ``MISS``; a failed key's entry is ``MISS`` too (callers leave it
-    out)."""
-    rows = answer.rows
-    values: list[Any] = struct_tuples(rows)
-    if rows.null_count:  # null structs are misses: pick (MISS, row)[valid] per key
-        valid = rows.is_valid().to_pylist()
-        values = list(map(getitem, zip(repeat(MISS), values), valid))
-    for position, many in answer.multi.items():
-        values[position] = many
-    return values
+        positions = self.positions  # made by Arrow when the probe was (uint64)
+        if positions is None:
+            positions = pa.array(self.ask_positions + self.hit_positions, pa.int64())
+        return pc.sort_indices(positions)

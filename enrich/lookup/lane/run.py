@@ -20,23 +20,17 @@ Semantics (those of the per-row join, see the README's table):
   ``on_error``; the metrics count rows, misses, null keys, errors, cache hits and
   requests as the per-row join does.
 
-Decoding happens on the task thread where it can: a source with ``fetch_arrow`` (see
-:class:`~enrich.lookup.lane.columnar.ColumnarSource`) hands the loop's raw replies over with
-a decode step, which the task thread runs when it assembles the chunk, so the loop thread
-only makes requests. With a cache, the loop probes the store when the chunk is admitted
-(taking the hits' rows then, or, when every key is a row the lane cached, the slab's
-column and their positions in it), the task thread decodes the fetched answer, takes
-the chunk's rows from it and the hits in one ``take``, and hands the decoded answer
-back to the loop, which fills the store (a chunk admitted before that fill asks those
-keys again, as for any key pending in two chunks). A join with retries needs the
-decoded answer on the loop (to see which keys to ask again) and decodes, fills and
-merges there.
-
-The calls themselves are :mod:`enrich.lookup.lane.calls`; a cache is probed, filled and
-merged a chunk's distinct keys at a time (:mod:`enrich.lookup.lane.cache`), in the store
-the per-row join of the same source uses. Retries follow the per-row join's rules (see
-:mod:`enrich.lookup.lane.retry`), per chunk: a key pending in two chunks at once is
-asked for each.
+The loop's side (:mod:`enrich.lookup.lane.resolve`) probes the cache when a chunk is
+admitted and makes the requests (:mod:`enrich.lookup.lane.calls`), with retries per the
+per-row join's rules (:mod:`enrich.lookup.lane.retry`; a key pending in two chunks at
+once is asked for each). Decoding happens on the task thread where it can: a source with
+``fetch_arrow`` (see :class:`~enrich.lookup.lane.columnar.ColumnarSource`) hands the
+raw replies over with a decode step, which the task thread runs when it assembles the
+chunk; it takes the chunk's rows from the decoded answer and the cache's hits in one
+``take`` and hands the answer back to the loop, which fills the store (a chunk admitted
+before that fill asks those keys again, as for any key pending in two chunks). The cache
+is probed, filled and merged a chunk's distinct keys at a time
+(:mod:`enrich.lookup.lane.cache`), in the store the per-row join of the same source uses.
 
 Imports no pyspark.
 """
@@ -56,13 +50,11 @@ import pyarrow.compute as pc
 from ...engine.retry import RetryStrategy
 from ...engine.runtime import get_loop
 from ..cache import MISS, LookupCache
-from ..join import _scope
 from ..joined import NULL_KEY, Failed, JoinedChunk, assemble
 from ..metrics import JoinMetrics
-from .cache import CacheProbe
 from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource, struct_rows
-from .retry import with_retries
+from .resolve import ChunkResolver
 
 
 @dataclass(slots=True)
@@ -134,6 +126,9 @@ class ColumnarLane:
         self.metrics = metrics
         self.retry = retry
         self._calls = LaneCalls(source, struct_type, timeout, max_batch)
+        self._resolver = ChunkResolver(
+            source, struct_type, self._calls, cache=cache, timeout=timeout, retry=retry
+        )
         self._store_name = repr(source)  # failed-row warnings are limited per store
         self._filled: Future[None] | None = None  # the last fill handed to the loop
 
@@ -155,7 +150,7 @@ class ColumnarLane:
                 encoded = pc.dictionary_encode(keys) if size else None
                 indices = encoded.indices if encoded is not None else pa.array([], pa.int32())
                 distinct = encoded.dictionary if encoded is not None else keys
-                future = asyncio.run_coroutine_threadsafe(self._resolve(distinct), loop)
+                future = asyncio.run_coroutine_threadsafe(self._resolve(distinct, indices), loop)
                 pending.append(_Pending(tag, size, indices, distinct, future))
                 in_flight += size
                 self.metrics.rows_in += size
@@ -170,57 +165,8 @@ class ColumnarLane:
 
     # -- on the loop ---------------------------------------------------------------------
 
-    async def _resolve(self, distinct: pa.Array) -> Resolved:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        deadline = started + self.timeout if self.timeout is not None else None
-        calls = self._calls
-        resolved = Resolved(ColumnarAnswer(pa.nulls(0, self.struct_type)))
-        store = None
-        if self.cache is not None:  # the same store the per-row join of this source uses
-            store = self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
-        probe = None
-        ask = distinct
-        if store is not None and len(distinct):
-            probe = CacheProbe.of(store, distinct, started, self.struct_type)
-            resolved.cache_hits = probe.hits
-            resolved.cache_misses = len(probe.ask_positions)
-            ask = probe.ask
-        fetched = None
-        if probe is not None and not len(ask):
-            # Every key cached: the task thread takes the chunk's rows from the hits
-            # (CacheProbe.join_rows), one take instead of the hits' and then the rows'.
-            resolved.probe = probe
-            return resolved
-        if len(ask):
-            parts = await calls.attempt(ask, 1, deadline, resolved)
-            if self.retry is None:
-                # Decoded by the task thread (module docstring), which also merges the
-                # cache's hits and hands the fill back to this loop (_fill).
-                resolved.parts = parts
-                resolved.probe = probe
-                return resolved
-            fetched = calls.settle(parts)
-
-            async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
-                return calls.settle(await calls.attempt(keys, number, deadline, resolved))
-
-            fetched, resolved.retries = await with_retries(
-                again, ask, fetched, self.retry, deadline
-            )
-        if store is not None and probe is not None:
-            probe.fill(store, fetched, loop.time())
-            resolved.answer = probe.merge(fetched, self.struct_type)
-        elif fetched is not None:
-            resolved.answer = fetched
-        return resolved
-
-    async def _fill(self, probe: CacheProbe, fetched: ColumnarAnswer) -> None:
-        """Cache a chunk's fetched answer (on the loop, at the time it runs)."""
-        if self.cache is None:  # pragma: no cover - a probe means a cache
-            return
-        store = self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
-        probe.fill(store, fetched, asyncio.get_running_loop().time())
+    async def _resolve(self, distinct: pa.Array, indices: pa.Array | None = None) -> Resolved:
+        return await self._resolver.resolve(distinct, indices)
 
     # -- on the task thread --------------------------------------------------------------
 
@@ -240,7 +186,7 @@ class ColumnarLane:
             fetched = self._calls.settle(resolved.parts)
             if probe is not None:
                 self._filled = asyncio.run_coroutine_threadsafe(
-                    self._fill(probe, fetched), get_loop()
+                    self._resolver.fill(probe, fetched), get_loop()
                 )
         # With a cache, the hits and the fetched rows are taken for the chunk's rows at
         # once; a chunk with an error or a 1:N key is merged and goes row by row.
