@@ -103,6 +103,10 @@ def spark() -> Iterator[object]:
         spark__python__worker__reuse="true",
         spark__sql__execution__arrow__maxRecordsPerBatch="100",
         spark__driver__memory="1g",
+        # How long the JVM and a Python process it starts wait for each other's socket
+        # (15 s by default): on a loaded 2-core machine pyspark 4.1's runner of a Python
+        # streaming source missed that every time ("Python worker failed to connect back").
+        spark__python__authenticate__socketTimeout="120s",
     )
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
