@@ -33,7 +33,7 @@ def demo(args: argparse.Namespace) -> int:
         return dim_server(args)
     try:
         operator_demo(args.records, args.capacity)
-        with demo_services(latency=args.latency) as (redis_url, http_base):
+        with demo_services(latency=args.latency, announce=_announce) as (redis_url, http_base):
             lookup_demo(redis_url, http_base)
             if args.no_spark:
                 return 0
@@ -51,12 +51,21 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _announce(line: str) -> None:
+    # Which services the command started (program, pid): flushed at once, so a reader
+    # of the output (a test waiting on it, a user's terminal) sees it as it happens.
+    print(line, flush=True)
+
+
 def dim_server(args: argparse.Namespace) -> int:
     from .demo.local import DIM_HTTP_PORT, DIM_REDIS_PORT, demo_services
 
     try:
         with demo_services(
-            latency=args.latency, redis_port=args.redis_port, http_port=args.http_port
+            latency=args.latency,
+            redis_port=args.redis_port,
+            http_port=args.http_port,
+            announce=_announce,
         ) as (redis_url, http_base):
             print(f"redis:     {redis_url}   (users user:0 .. user:999, JSON)")
             print(f"dimension: {http_base}/users/{{id}}   (POST {http_base}/users/_batch)")

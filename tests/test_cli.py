@@ -21,7 +21,13 @@ import pytest
 
 from enrich import cli
 from enrich.demo.local import embedded_redis_binary, free_port
-from tests.support.processes import descendants, path_without, still_running, wait_gone
+from tests.support.processes import (
+    descendants,
+    path_without,
+    runs_program,
+    still_running,
+    wait_gone,
+)
 from tests.support.redis_fixtures import redis_client, redis_server  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,8 +59,21 @@ def run_enrich(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+def started(out: str, what: str) -> tuple[str, int]:
+    """The program and pid of a service the command said it started ("started redis-server:
+    /path/valkey-server (9.1.0), pid 42, port 5000"): awaited in its output, not sampled."""
+    found = re.search(rf"^started {re.escape(what)}: (\S+).*, pid (\d+), port \d+$", out, re.M)
+    assert found is not None, f"no 'started {what}' line:\n{out[-4000:]}"
+    return found[1], int(found[2])
+
+
 class Watched:
-    """A command in a session of its own; its descendants are recorded while it runs."""
+    """A command in a session of its own; its descendants are recorded while it runs.
+
+    The record serves to prove that nothing outlives the command (``wait_gone``); what a
+    test must see the command start, it reads from the command's output instead, since a
+    sample of the process list can miss a process on a busy machine.
+    """
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
@@ -69,13 +88,18 @@ class Watched:
         self.seen: dict[int, str] = {}
         self.lines: list[str] = []
 
+    def record(self) -> None:
+        # A process that is exiting or a zombie shows an empty command line: keep the
+        # last real one seen for its pid rather than overwrite it with nothing.
+        self.seen.update({p: c for p, c in descendants(self.process.pid).items() if c.strip()})
+
     def read_until(self, pattern: str, timeout: float) -> str:
         """Lines until one matches ``pattern`` (recording descendants meanwhile)."""
         assert self.process.stdout is not None
         os.set_blocking(self.process.stdout.fileno(), False)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.seen.update(descendants(self.process.pid))
+            self.record()
             line = self.process.stdout.readline()
             if line:
                 self.lines.append(line)
@@ -92,7 +116,7 @@ class Watched:
         os.set_blocking(self.process.stdout.fileno(), False)
         deadline = time.monotonic() + timeout
         while self.process.poll() is None and time.monotonic() < deadline:
-            self.seen.update(descendants(self.process.pid))
+            self.record()
             # Read as it comes, so that a full pipe never blocks the command.
             self.lines.extend(self.process.stdout.readlines())
             time.sleep(0.2)
@@ -273,10 +297,12 @@ def test_dim_server_without_redis_on_path_serves_and_stops_on_sigterm(tmp_path: 
         client.close()
         with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/users/2") as answer:
             assert json.loads(answer.read())["credit"] == 1.0
-        assert any(embedded in command for command in watched.seen.values()), watched.seen
+        program, pid = started(watched.output(), "redis-server")
+        assert program == embedded and runs_program(pid, embedded), watched.output()
         os.kill(watched.process.pid, signal.SIGTERM)
         assert watched.finish(timeout=30) == 0
     assert f"redis:     redis://127.0.0.1:{redis_port}/0" in watched.output()
+    assert not runs_program(pid, embedded)  # stopped and waited for before the command ended
     assert wait_gone(watched.seen) == {}
 
 
@@ -303,7 +329,9 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
     for label in ("hit", "miss: no such user", "null key: no lookup", "error policy: bad value"):
         assert re.search(rf"^\s+{re.escape(label)}\s+\{{'order_id'", out, re.M), label
     embedded = embedded_redis_binary()
-    assert embedded is not None and any(embedded in c for c in watched.seen.values()), watched.seen
+    assert embedded is not None and started(out, "redis-server")[0] == embedded, out[-4000:]
+    # Stopped and waited for before the demo exited (the pid is not left to a sample).
+    assert not runs_program(started(out, "redis-server")[1], embedded)
     assert any("java" in c for c in watched.seen.values()), watched.seen
     assert wait_gone(watched.seen) == {}
     assert "its own output goes to" in out

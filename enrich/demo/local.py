@@ -15,15 +15,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # Re-exported: the demo's callers and the tests' fixtures find the binary through here.
 from .redis_binary import (
+    describe,
     embedded_redis_binary as embedded_redis_binary,
     redis_binary as redis_binary,
 )
 
 STARTUP_TIMEOUT = 20.0
+
+# Called with one line once a service listens: what it is, which program, its pid and port
+# (``enrich demo`` prints it: users see which Redis runs, tests know which pid to await).
+Announce = Callable[[str], None]
 
 
 def free_port() -> int:
@@ -53,8 +58,11 @@ def _ignore_sigint() -> None:
 
 
 @contextlib.contextmanager
-def _serving(command: list[str], port: int, what: str) -> Iterator[None]:
-    """Run ``command`` until the block ends, once it listens on ``port``."""
+def _serving(
+    command: list[str], port: int, what: str, shown: str, announce: Announce | None
+) -> Iterator[None]:
+    """Run ``command`` until the block ends, once it listens on ``port``; the process has
+    ended (and been waited for) when the block is left."""
     process = subprocess.Popen(
         command,
         stdout=subprocess.DEVNULL,
@@ -67,6 +75,8 @@ def _serving(command: list[str], port: int, what: str) -> Iterator[None]:
     )
     try:
         _wait_for_port(port, process, what)
+        if announce is not None:
+            announce(f"started {what}: {shown}, pid {process.pid}, port {port}")
         yield
     finally:
         process.terminate()
@@ -78,13 +88,14 @@ def _serving(command: list[str], port: int, what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def local_redis(port: int | None = None) -> Iterator[str]:
+def local_redis(port: int | None = None, announce: Announce | None = None) -> Iterator[str]:
     """Run a private redis-server (on ``port``, or a free one); yields its URL
-    (redis://127.0.0.1:PORT/0)."""
+    (redis://127.0.0.1:PORT/0). ``announce`` gets a line naming the binary and its pid."""
     port = port or free_port()
+    binary = redis_binary()
     with tempfile.TemporaryDirectory(prefix="enrich-redis-") as directory:
         command = [
-            redis_binary(),
+            binary,
             "--port",
             str(port),
             "--bind",
@@ -98,7 +109,7 @@ def local_redis(port: int | None = None) -> Iterator[str]:
             "--logfile",
             "",
         ]
-        with _serving(command, port, "redis-server"):
+        with _serving(command, port, "redis-server", describe(binary), announce):
             yield f"redis://127.0.0.1:{port}/0"
 
 
@@ -111,11 +122,13 @@ def dimension_service(
     port: int | None = None,
     quota: float = 0.0,
     knee: int = 0,
+    announce: Announce | None = None,
 ) -> Iterator[str]:
     """Run the demo dimension service (on ``port``, or a free one); yields its base URL
     (http://127.0.0.1:PORT). With ``slow_every``, ids divisible by it answer after
     ``slow_latency`` seconds; ``quota`` (requests/s, then 429) and ``knee`` (requests in
-    flight, then slower) model a loaded service (see enrich.demo.dimension_service)."""
+    flight, then slower) model a loaded service (see enrich.demo.dimension_service).
+    ``announce`` gets a line naming its pid."""
     port = port or free_port()
     command = [
         sys.executable,
@@ -136,7 +149,8 @@ def dimension_service(
         "--knee",
         str(knee),
     ]
-    with _serving(command, port, "the dimension service"):
+    shown = f"{sys.executable} -m enrich.demo.dimension_service"
+    with _serving(command, port, "the dimension service", shown, announce):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -163,17 +177,23 @@ def seed_redis(url: str, users: int = DEMO_USERS) -> None:
 
 @contextlib.contextmanager
 def demo_services(
-    latency: float = 0.005, redis_port: int | None = None, http_port: int | None = None
+    latency: float = 0.005,
+    redis_port: int | None = None,
+    http_port: int | None = None,
+    announce: Announce | None = None,
 ) -> Iterator[tuple[str, str]]:
     """The demo's Redis (seeded) and HTTP dimension service; yields their URLs.
 
     ``ENRICH_REDIS_URL`` / ``ENRICH_DIMENSION_URL``, when set (docker compose sets them),
-    name services to use instead of starting private ones.
+    name services to use instead of starting private ones. ``announce`` gets one line per
+    service started (its program and pid); both have ended when the block is left.
     """
     with contextlib.ExitStack() as stack:
-        url = os.environ.get("ENRICH_REDIS_URL") or stack.enter_context(local_redis(redis_port))
+        url = os.environ.get("ENRICH_REDIS_URL") or stack.enter_context(
+            local_redis(redis_port, announce)
+        )
         base = os.environ.get("ENRICH_DIMENSION_URL") or stack.enter_context(
-            dimension_service(latency=latency, users=DEMO_USERS, port=http_port)
+            dimension_service(latency=latency, users=DEMO_USERS, port=http_port, announce=announce)
         )
         seed_redis(url)
         yield url, base

@@ -7,6 +7,7 @@ import redis
 
 from enrich import lookup_rows
 from tests.integration.conftest import MakeHttp, MakeRedis
+from tests.support.gated_clock import GatedClock, OpenWhileOnlySlow
 from tests.support.http_server import HttpTestServer
 from tests.support.redis_server import RedisServer
 
@@ -17,11 +18,17 @@ def test_twenty_keys_keep_their_answers_when_one_never_answers(
 ) -> None:
     for n in range(20):
         http_server.data[f"u{n}"] = {"name": f"n{n}", "age": n}
-    http_server.latency["hangs"] = 30.0
+    http_server.latency["hangs"] = 600.0  # never, within the test
     data = [{"uid": f"u{n}"} for n in range(10)] + [{"uid": "hangs"}]
     data += [{"uid": f"u{n}"} for n in range(10, 20)]
+    # The 1 s timeout fires only once the twenty answers reached the join (the gate), so
+    # a busy machine cannot time them out too; the request timeout is out of the way.
+    clock = GatedClock()
+    source = OpenWhileOnlySlow(make_http(timeout=300.0), clock, slow={"hangs"})
     out = list(
-        lookup_rows(data, make_http(), on="uid", on_error="error_column", timeout=1.0, mode=mode)
+        lookup_rows(
+            data, source, on="uid", on_error="error_column", timeout=1.0, mode=mode, clock=clock
+        )
     )
     by_key = {row["uid"]: row for row in out}
     assert len(out) == 21

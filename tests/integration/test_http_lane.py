@@ -14,7 +14,8 @@ from tests.integration.conftest import MakeHttp
 from tests.spark.sources import RowByRow
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 
-pytestmark = pytest.mark.timeout(60)
+# A hang guard only; nothing here races a clock (see the test).
+pytestmark = pytest.mark.timeout(180)
 
 SCHEMA = "name string, age int, score double"
 
@@ -46,13 +47,21 @@ def test_the_lane_over_the_batch_endpoint_gives_the_per_row_rows(
     http_server.data["u8"] = {"name": "eight", "age": "eight"}  # a decode error
     http_server.data["u9"] = {"name": "nine", "age": 9.5}  # a decode error (bulk: refused)
     http_server.raw["u11"] = b'{"name": "eleven", "name": "elf"}'  # duplicate: the last wins
-    source = make_http(schema=SCHEMA, batch_url=http_server.url(BATCH_PATH), max_batch=40)
+    # No timeout can decide a row: the two paths must give the same rows, and a request
+    # or a row timing out on a busy machine (the server shares this process) would turn a
+    # hit into a null on one path only. So no per-row timeout, and a request timeout far
+    # above what any request here takes; pytest-timeout guards against a hang.
+    source = make_http(
+        schema=SCHEMA, batch_url=http_server.url(BATCH_PATH), max_batch=40, timeout=120.0
+    )
     keys = [f"u{(i * 7) % 320}" if i % 13 else None for i in range(1000)]
     inputs = [
         pa.RecordBatch.from_pydict({"k": keys[:600], "n": list(range(600))}),
         pa.RecordBatch.from_pydict({"k": keys[600:], "n": list(range(600, 1000))}),
     ]
-    settings: dict[str, Any] = {"how": how, "on_error": policy, "capacity": 512, "max_batch": 100}
+    settings: dict[str, Any] = {
+        "how": how, "on_error": policy, "capacity": 512, "max_batch": 100, "timeout": None,
+    }  # fmt: skip
     columnar = plan(source, **settings)
     per_row = plan(RowByRow(source), **settings)
     assert columnar.lane(inputs[0].column(0)) is not None

@@ -4,6 +4,10 @@ A run mixing hits, 1:N hits, misses, null keys, HTTP errors, undecodable bodies 
 timeouts yields, for a left join with an error column, exactly one output per input row
 (one per match for 1:N) in input order; an inner join dropping errors yields exactly the
 hits, and its metrics account for every row it dropped.
+
+The slow keys never answer within a test; their rows' timeouts run on a gated clock that
+lets a timer fire only while no other key is in flight (``tests.support.gated_clock``), so
+on a busy machine a hit, a miss or an error can be late but never turns into a timeout.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from typing import Any
 
 from enrich import JoinMetrics, chunk_rows, lookup_chunks, lookup_rows
 from tests.integration.conftest import MakeHttp
+from tests.support.gated_clock import GatedClock, OpenWhileOnlySlow
 from tests.support.http_server import HttpTestServer
 
-TIMEOUT = 1.5  # per-record timeout: long enough for a loaded machine; slow keys take 30 s
+TIMEOUT = 1.0  # per-record timeout, on the gated clock
 CAPACITY = 200
+REQUEST_TIMEOUT = 300.0  # the connector's own: out of the way (the slow keys never answer)
+SLOW = {f"slow{n}" for n in range(3)}
 
 
 def script(server: HttpTestServer) -> dict[str, str]:
@@ -33,10 +40,15 @@ def script(server: HttpTestServer) -> dict[str, str]:
         server.fail(f"e{n}", 500 if n % 2 else 400)
         kinds[f"bad{n}"] = "decode"
         server.malformed.add(f"bad{n}")
-    for n in range(3):
-        kinds[f"slow{n}"] = "timeout"
-        server.latency[f"slow{n}"] = 30.0
+    for key in SLOW:
+        kinds[key] = "timeout"
+        server.latency[key] = 600.0  # never, within a test
     return kinds
+
+
+def gated_source(make_http: MakeHttp) -> tuple[OpenWhileOnlySlow, GatedClock]:
+    clock = GatedClock()
+    return OpenWhileOnlySlow(make_http(timeout=REQUEST_TIMEOUT), clock, SLOW), clock
 
 
 def mixed_rows(kinds: dict[str, str], count: int, seed: int) -> list[dict[str, Any]]:
@@ -55,9 +67,10 @@ def test_left_join_with_error_column_yields_every_row_in_order(
     kinds = script(http_server)
     data = mixed_rows(kinds, 1000, seed=1)
     # One key per request, so that a slow key holds up no other key.
+    source, clock = gated_source(make_http)
     it = lookup_rows(
-        data, make_http(), on="uid", on_error="error_column", timeout=TIMEOUT, max_batch=1,
-        capacity=CAPACITY,
+        data, source, on="uid", on_error="error_column", timeout=TIMEOUT, max_batch=1,
+        capacity=CAPACITY, clock=clock,
     )  # fmt: skip
     out = list(it)
     expected: list[tuple[int, str | None, str | None]] = []
@@ -92,9 +105,10 @@ def run_inner_drop(
         (data[i : i + size], [row["uid"] for row in data[i : i + size]])
         for i in range(0, len(data), size)
     ]
+    source, clock = gated_source(make_http)
     it = lookup_chunks(
-        chunks, make_http(), how="inner", on_error="drop", timeout=TIMEOUT, max_batch=1,
-        capacity=CAPACITY,
+        chunks, source, how="inner", on_error="drop", timeout=TIMEOUT, max_batch=1,
+        capacity=CAPACITY, clock=clock,
     )  # fmt: skip
     out = [(chunk.tag[i]["i"], chunk.tag[i]["uid"]) for chunk in it for i in chunk.indices]
     return out, it.function.statistics()

@@ -151,7 +151,7 @@ async def test_connection_refused_names_host_and_port(
         key_template="k:{}",
         value="json",
         schema="a int",
-        timeout=2.0,
+        timeout=30.0,  # refused at once: a short one would only risk a "timeout" when busy
     )
 
     with pytest.raises(SourceUnavailable) as caught:

@@ -26,7 +26,7 @@ def _source(url: str, **settings: Any) -> RedisLookup:
 
 
 def test_pickle_round_trip_carries_no_live_state(redis_server: Server) -> None:
-    source = _source(redis_server.url, max_batch=7, pool_size=3, timeout=1.5)
+    source = _source(redis_server.url, max_batch=7, pool_size=3, timeout=30.0)
     before = pickle.dumps(source)
 
     async def use() -> None:

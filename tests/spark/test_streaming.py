@@ -65,7 +65,7 @@ def listener(spark: SparkSession) -> Iterator[tuple[EnrichMetricsListener, Lines
     logger.removeHandler(lines)
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:
+def wait_for(predicate: Any, what: str, timeout: float = 120.0) -> None:
     # The listener bus is asynchronous: there is no event to wait on from here.
     deadline = time.monotonic() + timeout
     while not predicate():

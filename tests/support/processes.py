@@ -35,6 +35,19 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
+def runs_program(pid: int, program: str) -> bool:
+    """Whether ``pid`` is alive (not a zombie) and runs the executable ``program``.
+
+    Reads ``/proc/PID/exe``, which a server's rewritten process title does not change.
+    """
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    return state != "Z" and exe == os.path.realpath(program)
+
+
 def still_running(processes: dict[int, str]) -> dict[int, str]:
     """Those of ``processes`` that still run the same command (not zombies, not reused)."""
     alive = {}
