@@ -66,7 +66,7 @@ def test_the_cluster_check_is_asked_once_per_process(
     redis_server: Any, redis_client: redis.Redis, monkeypatch: Any
 ) -> None:
     url = redis_server.url
-    monkeypatch.setattr(redis_options, "_clusters", {})  # nothing asked yet
+    monkeypatch.setattr(redis_options, "_clusters", {}, raising=False)  # none asked
     before = _connections(redis_client)
     assert redis_options.is_cluster(url) is False
     assert redis_options.is_cluster(url) is False
