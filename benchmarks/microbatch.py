@@ -4,13 +4,14 @@ source, the join, the sink.
 Each query runs micro-batches of ``ROWS`` rows (the ``rate-micro-batch`` source's
 ``rowsPerBatch``, the ``redis-stream`` source's ``maxEntriesPerTrigger``) in one Spark
 session on ``local[2]``, with the default trigger, until ``BATCHES`` batches after a first
-one (its planning and its workers' start are not per-batch costs) have run; the table
-gives the median of their ``durationMs.triggerExecution`` and of ``addBatch`` (the
+one (its planning and its workers' start are not per-batch costs) have run, in
+``ROUNDS`` rounds over all the queries (the machine's load drifts); the table gives the
+median of their ``durationMs.triggerExecution`` and of ``addBatch`` (the
 part that runs the batch's tasks and the sink's commit). The ``redis`` sink runs on
 its defaults, transactional, into a stream.
 
 Rerun: ``./scripts/dev bench microbatch`` (``ENRICH_BENCH_MICROBATCH_BATCHES=N``,
-``ENRICH_BENCH_MICROBATCH_ROWS=N``).
+``ENRICH_BENCH_MICROBATCH_ROWS=N``, ``ENRICH_BENCH_MICROBATCH_ROUNDS=N``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .spark import PARTITIONS, SCHEMA, start_spark
 
 ROWS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROWS", 5_000))
 BATCHES = int(os.environ.get("ENRICH_BENCH_MICROBATCH_BATCHES", 10))
+ROUNDS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROUNDS", 2))
 TIMEOUT = 600.0  # seconds a query may take for its batches
 STREAM = "orders-mb"  # the redis-stream queries' backlog: enough entries for each
 
@@ -128,9 +130,10 @@ def _clear(url: str) -> None:
     client.close()
 
 
-def run_query(spark: Any, url: str, source: Build, stage: Any, sink: Any) -> dict[str, float]:
-    """Median milliseconds per micro-batch (``trigger``, ``addBatch``) over ``BATCHES``
-    batches after the first."""
+def run_query(
+    spark: Any, url: str, source: Build, stage: Any, sink: Any, batches: int = BATCHES
+) -> list[dict[str, float]]:
+    """The ``durationMs`` of ``batches`` micro-batches after the first."""
     _clear(url)
     df = source(spark, url)
     if stage is not None:
@@ -141,31 +144,36 @@ def run_query(spark: Any, url: str, source: Build, stage: Any, sink: Any) -> dic
         try:
             while True:
                 done = [p for p in query.recentProgress if p["numInputRows"]]
-                if len(done) > BATCHES or time.monotonic() > deadline:
+                if len(done) > batches or time.monotonic() > deadline:
                     break
                 if query.exception() is not None:
                     raise RuntimeError(str(query.exception()))
                 time.sleep(0.1)
         finally:
             query.stop()
-    runs = done[1 : BATCHES + 1]
-    if len(runs) < BATCHES or any(p["numInputRows"] != ROWS for p in runs):
-        raise RuntimeError(f"expected {BATCHES} batches of {ROWS} rows: {done}")
-    return {
-        part: statistics.median(p["durationMs"].get(part, 0) for p in runs)
-        for part in ("triggerExecution", "addBatch")
-    }
+    runs = done[1 : batches + 1]
+    if len(runs) < batches or any(p["numInputRows"] != ROWS for p in runs):
+        raise RuntimeError(f"expected {batches} batches of {ROWS} rows: {done}")
+    return [p["durationMs"] for p in runs]
 
 
 def measure(spark: Any, url: str) -> list[list[Any]]:
     """One row per query: label, trigger ms, over the floor, addBatch ms (the dimension
-    keys already loaded)."""
-    fill_stream(url, ROWS * (BATCHES + 2), stream=STREAM)
+    keys already loaded). The queries run in ``ROUNDS`` rounds of ``BATCHES / ROUNDS``
+    batches each, so that a change of the (shared) machine's load over the minutes
+    of the run falls on every query alike."""
+    fill_stream(url, ROWS * (BATCHES + 2 * ROUNDS), stream=STREAM)
+    durations: list[list[dict[str, float]]] = [[] for _ in QUERIES]
+    for _ in range(ROUNDS):
+        for runs, (_label, source, stage, sink) in zip(durations, QUERIES, strict=True):
+            runs += run_query(spark, url, source, stage, sink, max(1, BATCHES // ROUNDS))
     out: list[list[Any]] = []
-    floor = None
-    for label, source, stage, sink in QUERIES:
-        ms = run_query(spark, url, source, stage, sink)
-        floor = ms["triggerExecution"] if floor is None else floor
+    for runs, (label, *_) in zip(durations, QUERIES, strict=True):
+        ms = {
+            part: statistics.median(d.get(part, 0) for d in runs)
+            for part in ("triggerExecution", "addBatch")
+        }
+        floor = out[0][1] if out else ms["triggerExecution"]
         out.append([label, ms["triggerExecution"], ms["triggerExecution"] - floor, ms["addBatch"]])
         print(f"microbatch: {label}: {ms}")
     return out
