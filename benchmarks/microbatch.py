@@ -173,8 +173,9 @@ def measure(spark: Any, url: str) -> list[list[Any]]:
             part: statistics.median(d.get(part, 0) for d in runs)
             for part in ("triggerExecution", "addBatch")
         }
-        floor = out[0][1] if out else ms["triggerExecution"]
-        out.append([label, ms["triggerExecution"], ms["triggerExecution"] - floor, ms["addBatch"]])
+        trigger = round(ms["triggerExecution"])
+        floor = out[0][1] if out else trigger
+        out.append([label, trigger, trigger - floor, round(ms["addBatch"])])
         print(f"microbatch: {label}: {ms}")
     return out
 
