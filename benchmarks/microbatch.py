@@ -35,7 +35,7 @@ from .spark import PARTITIONS, SCHEMA, start_spark
 
 ROWS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROWS", 5_000))
 BATCHES = int(os.environ.get("ENRICH_BENCH_MICROBATCH_BATCHES", 10))
-ROUNDS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROUNDS", 2))
+ROUNDS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROUNDS", 5))
 TIMEOUT = 600.0  # seconds a query may take for its batches
 STREAM = "orders-mb"  # the redis-stream queries' backlog: enough entries for each
 
@@ -157,16 +157,22 @@ def run_query(
     return [p["durationMs"] for p in runs]
 
 
-def measure(spark: Any, url: str) -> list[list[Any]]:
-    """One row per query: label, trigger ms, over the floor, addBatch ms (the dimension
-    keys already loaded). The queries run in ``ROUNDS`` rounds of ``BATCHES / ROUNDS``
-    batches each, so that a change of the (shared) machine's load over the minutes
-    of the run falls on every query alike."""
+def measure(spark: Any, url: str) -> tuple[list[list[Any]], list[list[float]]]:
+    """One row per query (label, trigger ms, over the floor, addBatch ms), and each
+    query's median trigger ms per round (the dimension keys already loaded). The queries
+    run in ``ROUNDS`` rounds of ``BATCHES / ROUNDS`` batches each, so that a drift of
+    the (shared) machine's load falls on every query alike, and a difference between
+    two queries can be taken round by round."""
     fill_stream(url, ROWS * (BATCHES + 2 * ROUNDS), stream=STREAM)
     durations: list[list[dict[str, float]]] = [[] for _ in QUERIES]
+    rounds: list[list[float]] = []
     for _ in range(ROUNDS):
+        this_round = []
         for runs, (_label, source, stage, sink) in zip(durations, QUERIES, strict=True):
-            runs += run_query(spark, url, source, stage, sink, max(1, BATCHES // ROUNDS))
+            got = run_query(spark, url, source, stage, sink, max(1, BATCHES // ROUNDS))
+            runs += got
+            this_round.append(statistics.median(d["triggerExecution"] for d in got))
+        rounds.append(this_round)
     out: list[list[Any]] = []
     for runs, (label, *_) in zip(durations, QUERIES, strict=True):
         ms = {
@@ -177,7 +183,7 @@ def measure(spark: Any, url: str) -> list[list[Any]]:
         floor = out[0][1] if out else trigger
         out.append([label, trigger, trigger - floor, round(ms["addBatch"])])
         print(f"microbatch: {label}: {ms}")
-    return out
+    return out, rounds
 
 
 def main() -> None:
@@ -201,20 +207,26 @@ NOTES = (__doc__ or "").split("\n\n", 1)[1]
 def section(spark: Any, url: str) -> tuple[str, str]:
     """The table, under a heading naming the machine's load average around the run."""
     before = os.getloadavg()[0]
-    rows = measure(spark, url)
+    rows, rounds = measure(spark, url)
     after = os.getloadavg()[0]
-    ms = [row[1] for row in rows]  # in QUERIES order
-    sink_over_noop = (ms[6] - ms[2], ms[7] - ms[4])
-    ratio = ms[7] / ms[1]
+
+    def paired(a: int, b: int) -> str:
+        """Query a minus query b, the median over rounds, and the range."""
+        diffs = sorted(r[a] - r[b] for r in rounds)
+        return f"{statistics.median(diffs):.0f} ms ({diffs[0]:.0f} to {diffs[-1]:.0f})"
+
+    ratios = sorted(r[7] / r[1] for r in rounds)
     headers = ["query", "ms per micro-batch", "over Spark's floor", "addBatch ms"]
     heading = (
-        f"{ROWS:,} rows a micro-batch, medians of {BATCHES} batches, local[{PARTITIONS}], "
-        f"load average {before:.1f} before, {after:.1f} after"
+        f"{ROWS:,} rows a micro-batch, medians of {BATCHES} batches in {ROUNDS} rounds, "
+        f"local[{PARTITIONS}], load average {before:.1f} before, {after:.1f} after"
     )
     summary = (
-        f"\n\nThe sink over noop: {sink_over_noop[0]:.0f} ms (after rate -> `lookup_join`), "
-        f"{sink_over_noop[1]:.0f} ms (after `redis-stream` -> `lookup_join`); "
-        f"`redis-stream` -> `lookup_join` -> sink / rate -> passthrough -> noop: {ratio:.2f}."
+        "\n\nRound by round (median over the rounds, range): the sink over noop "
+        f"{paired(6, 2)} after rate -> `lookup_join`, {paired(7, 4)} after "
+        f"`redis-stream` -> `lookup_join`; rate -> sink over Spark's floor {paired(5, 0)}; "
+        "`redis-stream` -> `lookup_join` -> sink / rate -> passthrough -> noop "
+        f"{statistics.median(ratios):.2f} ({ratios[0]:.2f} to {ratios[-1]:.2f})."
     )
     return heading, table(headers, rows) + summary
 
