@@ -15,6 +15,7 @@ SUITES = (
     "cache",
     "rss",
     "pipeline",
+    "microbatch",
     "stream_source",
     "sink",
     "sink_commit",

@@ -12,7 +12,9 @@ dimension keys in Redis on loopback) on ``local[2]``:
   (tx) the same into the ``redis`` sink, ``mode=transactional``, stream entries: the
   exactly-once job the project exists for.
 
-Then the transactional pipeline on ``local-cluster`` with one and with two executors
+Then what one micro-batch of 5,000 rows costs, stage by stage, in the same session
+(:mod:`benchmarks.microbatch`: Spark's floor, a passthrough, the source, the join, the
+sink). Then the transactional pipeline on ``local-cluster`` with one and with two executors
 (one core each), each in its own process, for the scaling from one to two executors.
 
 Each streaming run starts from a fresh checkpoint and an empty target and is timed from
@@ -49,11 +51,11 @@ ORDER_SCHEMA = "stream_id string, order_id long, user_id long, amount double"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def fill_stream(url: str, rows: int, seed: int = 11) -> None:
-    """``rows`` entries in the ``orders`` stream (pipelined XADD, not timed)."""
+def fill_stream(url: str, rows: int, seed: int = 11, stream: str = STREAM) -> None:
+    """``rows`` entries in ``stream`` (pipelined XADD, not timed)."""
     rng = random.Random(seed)
     client = redis.Redis.from_url(url)
-    client.delete(STREAM)
+    client.delete(stream)
     for start in range(0, rows, 10_000):
         with client.pipeline(transaction=False) as pipe:
             for order_id in range(start, min(rows, start + 10_000)):
@@ -62,7 +64,7 @@ def fill_stream(url: str, rows: int, seed: int = 11) -> None:
                     "user_id": rng.randrange(KEYS),
                     "amount": round(rng.random() * 100, 2),
                 }
-                pipe.xadd(STREAM, fields)  # type: ignore[arg-type]
+                pipe.xadd(stream, fields)  # type: ignore[arg-type]
             pipe.execute()
     client.close()
 
@@ -233,6 +235,7 @@ def main() -> None:
             load_users(url)
             fill_stream(url, ROWS)
             print(f"pipeline: {ROWS:,} stream entries, local[{PARTITIONS}]")
+            load = os.getloadavg()[0]
             stream_job(spark, url, "noop")  # warm-up
             rates = {
                 "ref": join_alone(spark, url),
@@ -243,6 +246,9 @@ def main() -> None:
                 "tx": best(lambda: stream_job(spark, url, "tx")),
                 "tx0": best(lambda: stream_job(spark, url, "tx", lifted=True)),
             }
+            from . import microbatch  # it reuses this module's stream and schema
+
+            per_batch = microbatch.section(spark, url)
             spark.stop()
             spark = None
             one = on_cluster(url, 1)
@@ -286,7 +292,8 @@ def main() -> None:
         "pipeline",
         "The whole pipeline: redis-stream -> lookup_join -> redis sink",
         [
-            (f"local[{PARTITIONS}], {ROWS:,} entries", local),
+            (f"local[{PARTITIONS}], {ROWS:,} entries, load average {load:.1f}", local),
+            (f"Per micro-batch: {per_batch[0]}", per_batch[1]),
             ("local-cluster, transactional pipeline", cluster),
             ("Targets", verdict),
         ],

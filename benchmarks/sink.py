@@ -85,6 +85,7 @@ def main() -> None:
     spark = start_spark()
     register_data_sources(spark)
     rates: dict[tuple[str, str], float] = {}
+    load = os.getloadavg()[0]
     try:
         with local_redis() as url:
             client = redis.Redis.from_url(url)
@@ -119,7 +120,8 @@ def main() -> None:
         "The redis sink alone against a hand-written foreachPartition pipeline",
         [
             (
-                f"{ROWS:,} rows, local[{PARTITIONS}], best of {REPEAT}",
+                f"{ROWS:,} rows, local[{PARTITIONS}], best of {REPEAT}, load average "
+                f"{load:.1f} before, {os.getloadavg()[0]:.1f} after",
                 table(["path", "rows/s", "vs hand-written"], rows),
             )
         ],

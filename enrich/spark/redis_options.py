@@ -9,6 +9,8 @@ it is only ever shown through :func:`masked`, and Spark itself redacts options n
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -80,16 +82,37 @@ def masked(url: str) -> str:
     return mask_url(url, keep_user=True)
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A synchronous client of ``url`` (bytes replies).
+# Per process (keyed by pid: Spark forks its Python workers from a daemon), the
+# connection pool of each url and set of client options, and what is_cluster learned.
+_pools: dict[tuple[int, str, tuple[tuple[str, Any], ...]], Any] = {}
+_clusters: dict[tuple[int, str], bool] = {}
+_lock = threading.Lock()
 
-    Connection errors from redis-py name the host and port only, never the password.
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A synchronous client of ``url`` (bytes replies) on this process's pool for ``url``.
+
+    Spark reuses a Python worker from task to task, and the driver-side process of a
+    data source from micro-batch to micro-batch: the pool keeps their connections open,
+    so a task or a commit pays no connect (TCP, ``CLIENT SETINFO``, ``AUTH``, ``SELECT``).
+    ``close()`` returns the connection to the pool; a connection the server closed
+    meanwhile is reopened when it is next taken from the pool. Connection errors from
+    redis-py name the host and port only, never the password.
     """
     import redis
 
-    options = _options(url)
-    options.update(kwargs)
-    return redis.Redis(**options)
+    key = (os.getpid(), url, tuple(sorted(kwargs.items())))
+    pool = _pools.get(key)
+    if pool is None:
+        options = _options(url)
+        options.update(kwargs)
+        with _lock:
+            pool = _pools.get(key)
+            if pool is None:
+                # Built by redis-py's own client, so TLS, retries and the driver's
+                # name are set as for any client.
+                pool = _pools[key] = redis.Redis(**options).connection_pool
+    return redis.Redis(connection_pool=pool)
 
 
 def connect_cluster(url: str) -> redis.RedisCluster:
@@ -104,19 +127,25 @@ def connect_cluster(url: str) -> redis.RedisCluster:
 def is_cluster(url: str) -> bool:
     """Whether the server at ``url`` is a Redis Cluster node (``INFO cluster``).
 
-    False when it cannot be reached: the writes that follow report that failure.
+    Asked once per process and url (the sink's driver-side processes ask it for every
+    micro-batch); False when it cannot be reached, and then asked again next time: the
+    writes that follow report that failure.
     """
     import redis
 
+    known = _clusters.get((os.getpid(), url))
+    if known is not None:
+        return known
     try:
-        client = connect(url, socket_timeout=10.0)
+        client = redis.Redis(**{**_options(url), "socket_timeout": 10.0})  # not pooled: once
         try:
             info = client.info("cluster")
         finally:
             client.close()
     except redis.RedisError:
         return False
-    return bool(int(info.get("cluster_enabled", 0)))
+    cluster = _clusters[(os.getpid(), url)] = bool(int(info.get("cluster_enabled", 0)))
+    return cluster
 
 
 def _options(url: str) -> dict[str, Any]:
