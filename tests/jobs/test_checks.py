@@ -213,7 +213,9 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
         text = "".join((spark / f).read_text() for f in files)
         return {a or b for a, b in read.findall(text)}
 
-    source = names("streams.py", "stream_settings.py", "stream_fields.py", "stream_loss.py")
+    source = names(
+        "streams/source.py", "streams/settings.py", "streams/fields.py", "streams/loss.py"
+    )
     assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
-    sink = names("sink_rows.py") | {"checkpointLocation"}  # Spark's own, read as well
+    sink = names("sink/rows.py") | {"checkpointLocation"}  # Spark's own, read as well
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])
