@@ -15,6 +15,7 @@ import pytest
 import redis
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from enrich.spark import redis_options
 from enrich.spark.sink import commit as two_phase
 from enrich.spark.sink.commit import (
     PublishConflict,
@@ -26,6 +27,7 @@ from enrich.spark.sink.commit import (
 from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
 from enrich.spark.sink.rows import STEP_ROWS, SinkSettings
 from tests.spark.test_sink_commit import _Task
+from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -339,3 +341,37 @@ def test_a_large_batch_runs_no_command_longer_than_a_step(
     assert slowlog.xlen("out") == rows
     ids = {int(f[b"order_id"]) for _, f in slowlog.xrange("out")}
     assert len(ids) == rows
+
+
+def test_a_persistent_redis_restarted_between_steps_publishes_each_row_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Redis (AOF, fsync always) restarts between two steps: the plan and its cursor
+    survive, and the publish goes on from the cursor (the client reconnects) or, if the
+    commit fails, its replay resumes it."""
+    server = RedisServer(tmp_path / "redis", extra_config=["appendonly yes", "appendfsync always"])
+    server.start()
+    try:
+        settings = settings_of(server, tmp_path, stream="out", maxRowsPerCommit="100")
+        messages = stage(settings, monkeypatch, "0", [range(0, 150), range(150, 250)])
+        restarts: list[int] = []
+
+        def restart(done: Published) -> None:
+            if not restarts:
+                server.restart()
+                restarts.append(done.rows)
+
+        client = redis_options.connect(server.url)
+        try:
+            done = commit_now(settings, client, "0", messages, between_steps=restart)
+        except redis.ConnectionError:  # no retry in the client: Spark replays the batch
+            replay = stage(settings, monkeypatch, "0", [range(0, 150), range(150, 250)])
+            done = commit_now(settings, redis_options.connect(server.url), "0", replay)
+            assert done.resumed
+        check = server.client()
+        assert restarts == [100]
+        assert [int(f[b"order_id"]) for _, f in check.xrange("out")] == list(range(250))
+        assert committed_batch(check, settings.identity) == 0
+        assert leftovers(check) == []
+    finally:
+        server.stop()
