@@ -218,7 +218,7 @@ local function clean(keep)
     local own = string.sub(member, 1, string.len(ARGV[4])) == ARGV[4]
     local mb = tonumber(string.match(string.sub(member, prefix_len + 1), '^(%d+):'))
     if (own or (marked and b and mb and mb <= b)) and not keep[member] then
-      redis.call('DEL', member)
+      redis.call('UNLINK', member)
       redis.call('SREM', KEYS[2], member)
       cleaned = cleaned + 1
     end
@@ -294,7 +294,7 @@ if li <= #lists then
 end
 if marked then redis.call('SET', KEYS[1], batch) end
 for i = 1, #lists do
-  redis.call('DEL', lists[i])
+  redis.call('UNLINK', lists[i])
   redis.call('SREM', KEYS[2], lists[i])
 end
 redis.call('DEL', plan)
@@ -313,7 +313,7 @@ if redis.call('HGET', KEYS[2], 'batch') == ARGV[2] then
   published = tonumber(redis.call('HGET', KEYS[2], 'published') or '0')
   if ARGV[3] == '1' then
     for _, name in ipairs(cjson.decode(redis.call('HGET', KEYS[2], 'lists'))) do
-      redis.call('DEL', name)
+      redis.call('UNLINK', name)
       redis.call('SREM', KEYS[1], name)
     end
     redis.call('DEL', KEYS[2])
@@ -327,13 +327,13 @@ end
 local deleted = 0
 for i = 3, #KEYS do
   if not keep[KEYS[i]] then
-    deleted = deleted + redis.call('DEL', KEYS[i])
+    deleted = deleted + redis.call('UNLINK', KEYS[i])
     redis.call('SREM', KEYS[1], KEYS[i])
   end
 end
 for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if string.sub(member, 1, string.len(ARGV[1])) == ARGV[1] and not keep[member] then
-    deleted = deleted + redis.call('DEL', member)
+    deleted = deleted + redis.call('UNLINK', member)
     redis.call('SREM', KEYS[1], member)
   end
 end
