@@ -27,9 +27,9 @@ import redis
 
 from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
-from enrich.spark.redis_options import BATCH_ROWS
 from enrich.spark.sink import commit as redis_commit
 from enrich.spark.sink.codec import pack
+from enrich.spark.sink.rows import STEP_ROWS
 
 from ._report import table, write
 from .lookup import load_users
@@ -60,7 +60,7 @@ def measure(client: redis.Redis, kind: str, rows: int) -> tuple[float, float]:
     client.config_set("slowlog-max-len", 1024)
     client.slowlog_reset()
     began = time.perf_counter()
-    redis_commit.commit(client, IDENTITY, "1", [(staging, rows)], marked=True)
+    redis_commit.commit(client, IDENTITY, "1", [(staging, rows)], marked=True, step=None)
     wall = (time.perf_counter() - began) * 1000
     longest = max(entry["duration"] for entry in client.slowlog_get(1024)) / 1000
     return longest, wall
@@ -121,7 +121,7 @@ def jobs_section(url: str) -> str:
         for rows, bound in runs:
             batches, longest, rate = pipeline(spark, url, rows, bound)
             if bound is None:
-                limits = f"defaults ({BATCH_ROWS:,} a batch)"
+                limits = f"defaults (steps of {STEP_ROWS:,} rows)"
             else:
                 limits = f"both limits {bound:,}" if bound else "both limits lifted (0)"
             out.append([rows, limits, batches, longest, rate])

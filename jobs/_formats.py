@@ -35,6 +35,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "checkpointLocation",
         "stagingTtl",
         "maxRowsPerCommit",
+        "atomicCommit",
     ),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),

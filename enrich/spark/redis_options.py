@@ -20,17 +20,9 @@ from connectors.redis.endpoint import Endpoint
 if TYPE_CHECKING:  # redis is imported where a connection is opened, on the workers
     import redis
 
-# A socket timeout long enough for a Lua commit of a large batch, short enough that a
-# dead server fails a task instead of hanging it.
+# A socket timeout long enough for an atomic Lua commit of a large batch
+# (``atomicCommit``), short enough that a dead server fails a task instead of hanging it.
 SOCKET_TIMEOUT = 60.0
-
-# The most rows a micro-batch carries from the ``redis-stream`` source, and the most
-# operations one transactional commit of the ``redis`` sink publishes, by default. The
-# commit is one Lua script: Redis serves no other client while it runs, and it costs
-# 3.5-4.5 us a row on this project's 2-core reference machine with Redis alone, and up to
-# 8 us with Spark's workers running beside it (SLOWLOG): 5,000 rows keep that pause
-# under 50 ms there. See docs/data-sources.md.
-BATCH_ROWS = 5_000
 
 
 def required(options: Mapping[str, str], name: str, fmt: str) -> str:

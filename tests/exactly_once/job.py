@@ -1,6 +1,8 @@
 """The crash harness's streaming job, run with spark-submit: redis-stream -> lookup_join
 against Redis -> a sink ("transactional", "idempotent" or "file"). Exits 0 once every
-entry present at start-up is processed (Trigger.AvailableNow)."""
+entry present at start-up is processed (Trigger.AvailableNow). The transactional sink
+commits in steps of 15 rows, so a batch of 40 takes three (a kill can land between
+them); the sink may write to a Redis of its own (a sixth argument: its URL)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,12 @@ from enrich.spark import lookup_join, register_data_sources, session
 SCHEMA = "stream_id string, order_id long, user_id long, amount double"
 
 
-def main(source_url: str, dim_url: str, sink: str, checkpoint: str, output: str) -> None:
+STEP_ROWS = 15  # maxRowsPerCommit: three steps a batch of 40
+
+
+def main(
+    source_url: str, dim_url: str, sink: str, checkpoint: str, output: str, sink_url: str = ""
+) -> None:
     spark = session(
         "exactly-once-job",
         "local[2]",
@@ -41,9 +48,10 @@ def main(source_url: str, dim_url: str, sink: str, checkpoint: str, output: str)
     if sink == "file":
         writer = writer.format("json").option("path", output)
     else:
-        writer = writer.format("redis").option("url", source_url).option("mode", sink)
+        writer = writer.format("redis").option("url", sink_url or source_url)
+        writer = writer.option("mode", sink)
         if sink == "transactional":
-            writer = writer.option("stream", "enriched")
+            writer = writer.option("stream", "enriched").option("maxRowsPerCommit", STEP_ROWS)
         else:
             writer = writer.option("key", "enriched:{order_id}")
     query = writer.trigger(availableNow=True).start()
@@ -52,4 +60,4 @@ def main(source_url: str, dim_url: str, sink: str, checkpoint: str, output: str)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])

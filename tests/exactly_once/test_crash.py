@@ -36,6 +36,32 @@ def test_transactional_sink_survives_a_kill_between_write_and_commit(tmp_path: P
     check(harness)
 
 
+def test_transactional_sink_survives_a_kill_between_publish_steps(tmp_path: Path) -> None:
+    """The driver dies with part of a batch published (a plan with a cursor left in
+    Redis); the restarted query replays the batch and its commit resumes the plan."""
+    harness = Harness(tmp_path, "transactional", 6, kills=0, orders=120)
+    harness.kills = 1
+    harness.rng.choice = lambda points: "between_steps"  # type: ignore[method-assign]
+    check(harness)
+
+
+@pytest.mark.parametrize("persistence", ["volatile", "persistent"])
+def test_sink_redis_restarted_between_staging_and_commit(tmp_path: Path, persistence: str) -> None:
+    """Volatile: the commit finds batch 0's staging gone, fails with StagingMismatch
+    publishing nothing, and the restarted query stages and publishes the batch again.
+    Persistent (restarted between two publish steps): the publish goes on from the
+    cursor Redis kept."""
+    harness = Harness(tmp_path, "transactional", 7, kills=0, orders=120, sink_restart=persistence)
+    report = harness.run()
+    print(report.summary())
+    assert report.violations == []
+    assert (report.duplicates, report.losses, report.records) == (0, 0, harness.orders)
+    assert report.restarts == 1
+    if persistence == "volatile":
+        log = (tmp_path / "job.log").read_text(errors="replace")
+        assert "batch 0 not committed, nothing published" in log
+
+
 def test_idempotent_sink_survives_kills(tmp_path: Path) -> None:
     check(Harness(tmp_path, "idempotent", 21, kills=1, orders=150))
 

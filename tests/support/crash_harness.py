@@ -3,10 +3,17 @@ as its own spark-submit process, SIGKILL it (or one of its Python workers) at ch
 random moments, restart it from the same checkpoint, and check the sink at the end.
 
 Kill points: ``before_write``, ``mid_write`` (only the Python worker writing, mid-batch),
-``before_commit`` (between the batch's writes and its commit), ``after_commit`` (the
-commit took effect but Spark has not recorded it), and ``random`` (any moment). The
+``before_commit`` (between the batch's writes and its commit), ``between_steps`` (the
+driver after the first of a commit's steps: part of the batch is published), ``after_commit``
+(the commit took effect but Spark has not recorded it), and ``random`` (any moment). The
 sink's test hook (:mod:`enrich.spark.sink.hooks`) holds the job at a named point until it
-is killed. While the job runs, a reader polls the sink and fails the run if it ever sees
+is killed. ``sink_restart`` gives the sink a Redis of its own and restarts it once, with
+the job held at a hook, then lets the job go on: ``"volatile"`` (no persistence) between
+batch 0's writes and its commit, so the commit finds its staging gone
+(``StagingMismatch``) and the restarted query stages the batch again;
+``"persistent"`` (AOF, fsync always) between two steps of batch 0's commit, so the
+publish goes on, or its replay resumes it, from the cursor Redis kept.
+While the job runs, a reader polls the sink and fails the run if it ever sees
 a duplicate, an unknown record, a record disappear, or a staged row before its commit.
 
 ``python -m tests.support.crash_harness --runs 5 --sink transactional`` is the soak
@@ -37,8 +44,12 @@ from .redis_server import RedisServer
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests" / "exactly_once" / "job.py"
 USERS = 7
-POINTS = ("before_write", "mid_write", "before_commit", "after_commit", "random")
-RUN_TIMEOUT = 300.0
+POINTS = ("before_write", "mid_write", "before_commit", "between_steps", "after_commit", "random")
+PERSISTENT = ["appendonly yes", "appendfsync always"]
+# Where the sink's Redis is restarted, per kind of restart (batch 0: a Redis without
+# persistence loses what earlier batches published too, which no sink can keep).
+SINK_RESTART_AT = {"volatile": "before_commit:0", "persistent": "between_steps:0"}
+RUN_TIMEOUT = 600.0  # a spark-submit run of the job: 1-2 min idle, 4-5 on a loaded 2-core machine
 
 
 @dataclass
@@ -48,11 +59,13 @@ class Report:
     records: int = 0
     duplicates: int = 0
     losses: int = 0
+    restarts: int = 0  # of the sink's Redis, with the job held at a hook
     violations: list[str] = field(default_factory=list)
 
     def add(self, other: Report) -> None:
         self.runs += other.runs
         self.kills += other.kills
+        self.restarts += other.restarts
         self.records += other.records
         self.duplicates += other.duplicates
         self.losses += other.losses
@@ -60,7 +73,8 @@ class Report:
 
     def summary(self) -> str:
         return (
-            f"runs {self.runs}, kills survived {self.kills}, records checked {self.records}, "
+            f"runs {self.runs}, kills survived {self.kills}, sink restarts {self.restarts}, "
+            f"records checked {self.records}, "
             f"duplicates {self.duplicates}, losses {self.losses}, "
             f"reader violations {len(self.violations)}"
         )
@@ -114,6 +128,13 @@ def _uncommitted(client: redis.Redis, batch: int) -> bool:
     return all(m is None or int(m) < batch for m in markers)
 
 
+def _publishing(client: redis.Redis, batch: int) -> bool:
+    """Whether a commit of ``batch`` started publishing (a plan with a cursor): then the
+    replay's staging holds rows its first steps published, and its commit resumes."""
+    plans = client.keys("enrich:sink:*:publishing")
+    return any(client.hget(plan, "batch") == str(batch).encode() for plan in plans)
+
+
 def last_batch(checkpoint: Path) -> int:
     commits = checkpoint / "commits"
     done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()] if commits.exists() else []
@@ -132,8 +153,15 @@ class Harness:
         kills: int = 3,
         orders: int = 240,
         restart_dimension: bool = False,
+        sink_restart: str | None = None,
         log: Any = None,
     ) -> None:
+        if sink_restart not in (None, *SINK_RESTART_AT):
+            raise ValueError(
+                f"sink_restart must be one of {list(SINK_RESTART_AT)}, got {sink_restart!r}"
+            )
+        self.sink_restart = sink_restart
+        self._restart_pending = sink_restart is not None
         self.workdir, self.sink, self.kills = workdir, sink, kills
         self.rng = random.Random(seed)
         self.orders = orders
@@ -147,33 +175,43 @@ class Harness:
     def run(self) -> Report:
         store = RedisServer(self.workdir / "store").start()
         # The dimension store persists, so a restart keeps its values (as a real one would).
-        dimension = RedisServer(
-            self.workdir / "dimension", extra_config=["appendonly yes", "appendfsync always"]
-        ).start()
+        dimension = RedisServer(self.workdir / "dimension", extra_config=PERSISTENT).start()
+        self.sink_server = store
+        if self.sink_restart is not None:
+            persist = PERSISTENT if self.sink_restart == "persistent" else []
+            self.sink_server = RedisServer(self.workdir / "sink", extra_config=persist).start()
         try:
             return self._run(store, dimension)
         finally:
             store.stop()
             dimension.stop()
+            self.sink_server.stop()
 
     def _run(self, store: RedisServer, dimension: RedisServer) -> Report:
         client = store.client()
+        sink = self.sink_server.client()
         dim = dimension.client()
         for user in range(USERS):
             dim.set(f"user:{user}", json.dumps({"name": f"n{user}", "tier": "gold"}))
         for i in range(self.orders):
             client.xadd("orders", {"order_id": i, "user_id": i % USERS, "amount": f"{i}.25"})
-        report = Report()
+        self.report = report = Report()
         reader = None
         if self.sink != "file":
-            reader = Reader(store.client(), self.sink, set(range(self.orders)))
+            reader = Reader(self.sink_server.client(), self.sink, set(range(self.orders)))
             reader.start()
+        if self.sink_restart is not None:
+            report.runs += 1
+            hook = SINK_RESTART_AT[self.sink_restart]
+            self.log(f"run: restart the sink's Redis ({self.sink_restart}) at {hook}")
+            code = self._start_and_wait(store, dimension, hook, None, client=sink, point="")
+            self.log(f"run ended: {code}")
         # Spark's file sink has no hook: it is killed at random moments only.
         points = POINTS if self.sink != "file" else ("random",)
         plan = [self.rng.choice(points) for _ in range(self.kills)]
         for point in plan:
             report.runs += 1
-            killed = self._run_once(store, dimension, client, point)
+            killed = self._run_once(store, dimension, sink, point)
             report.kills += killed
         for _ in range(4):  # the final, undisturbed run(s) until the job finishes
             report.runs += 1
@@ -185,7 +223,7 @@ class Harness:
             reader.stopping.set()
             reader.join()
             report.violations += reader.violations
-        self._check(client, report)
+        self._check(sink, report)
         return report
 
     def _run_once(
@@ -217,9 +255,14 @@ class Harness:
             ENRICH_SINK_TEST_HOOK=hook or "",
             ENRICH_SINK_TEST_HOOK_DIR=str(self.hooks),
         )
+        if hook is not None:  # a mark an earlier run left would stop this one at once
+            mark = self.hooks / hook.replace(":", "-")
+            mark.unlink(missing_ok=True)
+            mark.with_name(mark.name + ".go").unlink(missing_ok=True)
         submit = Path(python).parent / "spark-submit"
         command = [str(submit), "--master", "local[2]", "--driver-memory", "1g", str(JOB)]
         command += [store.url, dimension.url, self.sink, str(self.checkpoint), str(self.output)]
+        command += [self.sink_server.url]
         with open(self.workdir / "job.log", "ab") as log:
             job = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, cwd=self.workdir)  # fmt: skip
@@ -241,6 +284,10 @@ class Harness:
                 if hook is not None:
                     mark = self.hooks / hook.replace(":", "-")
                     if mark.exists() and mark.read_text():
+                        if self._restart_pending:
+                            self._restart_sink_at_hook(mark)
+                            hook = None
+                            continue
                         self._kill_at_hook(job, mark, client, point)
                         return "killed"
                 time.sleep(0.05)
@@ -250,12 +297,25 @@ class Harness:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
 
+    def _restart_sink_at_hook(self, mark: Path) -> None:
+        """Restart the sink's Redis while the job waits at ``mark``, then let it go on."""
+        self.log(f"restarting the sink's Redis ({self.sink_restart}) at {mark.name}")
+        self.sink_server.restart()
+        self._restart_pending = False
+        self.report.restarts += 1
+        mark.with_name(mark.name + ".go").write_text("")
+
     def _kill_at_hook(
         self, job: subprocess.Popen[bytes], mark: Path, client: redis.Redis | None, point: str
     ) -> None:
         batch = int(mark.name.rsplit("-", 1)[1])
         watched = client is not None and self.sink == "transactional"
-        if point == "before_commit" and watched and _uncommitted(client, batch):
+        if (
+            point == "before_commit"
+            and watched
+            and _uncommitted(client, batch)
+            and not _publishing(client, batch)
+        ):
             # A replay of a batch that was committed already stages rows that are visible
             # (its commit will be skipped); a batch never committed must be invisible.
             staged = staged_order_ids(client)
@@ -275,6 +335,8 @@ class Harness:
             return
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+        if point == "between_steps" and watched and not _publishing(client, batch):
+            self.report.violations.append(f"killed between steps of batch {batch}, no plan left")
 
     def _check(self, client: redis.Redis, report: Report) -> None:
         rows = self._sink_rows(client)
@@ -336,8 +398,12 @@ def main() -> None:
         for run in range(args.runs):
             seed = args.seed + run
             with tempfile.TemporaryDirectory(prefix=f"soak-{sink}-") as folder:
-                report = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
-                                 restart_dimension=run % 2 == 1).run()  # fmt: skip
+                restart = None
+                if sink == "transactional" and run % 3:
+                    restart = "volatile" if run % 3 == 1 else "persistent"
+                harness = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
+                                  restart_dimension=run % 2 == 1, sink_restart=restart)  # fmt: skip
+                report = harness.run()
             print(f"{sink} seed {seed}: {report.summary()}", flush=True)
             total.add(report)
     print(f"total: {total.summary()}")

@@ -14,10 +14,14 @@ Options:
         commit marker (see :class:`~enrich.spark.sink.rows.SinkSettings`). A
         transactional streaming query needs it.
     stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
-    maxRowsPerCommit: transactional mode: the most rows one batch may publish (default
-        5,000; ``0``: no limit). A larger batch fails with
-        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing: its
-        commit would stop Redis for every client while it runs (see below).
+    maxRowsPerCommit: transactional mode: the most rows one commit script publishes.
+        Stepwise (the default): a batch of any size is published in steps of at most this
+        many rows (default 2,000; ``0``: one step). With ``atomicCommit``: the largest
+        batch accepted (default: no limit); a larger one fails with
+        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing.
+    atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
+        so readers see it whole or not at all, at the price of a pause of Redis that
+        grows with the batch (3.5-8 us a row).
 
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
 and the same source offsets):
@@ -28,15 +32,20 @@ and the same source offsets):
   written. Stream appends (and dead letters) are at-least-once in this mode: a replayed
   batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the whole batch
-  and records its id in one Lua script. A batch id already committed is skipped, so
-  appends are exactly-once and upserts atomic per batch; ``abort`` deletes staging only.
-  The commit publishes nothing and fails the batch when a staging list does not hold
-  the rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
+  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
+  steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
+  the batch's durable cursor, and the last step records the batch id. A batch id
+  already committed is skipped, and a replay of a batch whose publish was cut short
+  resumes it from its cursor, so each row is published once. Readers see a batch
+  appear step by step (a prefix of it, in staging order); with ``atomicCommit`` whole
+  or not at all. ``abort`` deletes staging only, never that of a started publish. The
+  commit publishes nothing and fails the batch when a staging list does not hold the
+  rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
-  The script blocks Redis for 3.5-8 us a row; ``maxRowsPerCommit`` (5,000) keeps each
-  commit under 50 ms, and the ``redis-stream`` source bounds its micro-batches to the
-  same 5,000 rows by default (``maxEntriesPerTrigger``), so the two fit together.
+- a batch write (``df.write``) is published the same way under a token of its own (no
+  marker, no replay): if its commit fails after a step, the steps done stay published
+  (a prefix of the write, in staging order), Spark's ``abort`` deletes the rest and logs
+  how many rows were published; ``atomicCommit`` makes such a write all or nothing.
 
 Values are encoded by :mod:`~enrich.spark.sink.codec`: ``RedisLookup`` with the same
 schema reads them back unchanged.
@@ -81,10 +90,10 @@ return 0
 
 CLUSTER_TRANSACTIONAL = (
     'the "redis" sink in mode "transactional" cannot write to a Redis Cluster ({url}): its '
-    "commit is one Lua script publishing the whole batch with its marker, and a script may "
-    "only touch keys of one node, while the batch's keys are spread over the cluster's "
-    'slots. Use .option("mode", "idempotent") (keyed upserts stay exactly-once in effect; '
-    "stream appends become at-least-once), or a standalone Redis for this sink"
+    "commit publishes the batch with Lua scripts that also move its marker and cursor, and a "
+    "script may only touch keys of one node, while the batch's keys are spread over the "
+    'cluster\'s slots. Use .option("mode", "idempotent") (keyed upserts stay exactly-once '
+    "in effect; stream appends become at-least-once), or a standalone Redis for this sink"
 )
 
 
@@ -154,11 +163,11 @@ class _RedisWriter:
             identity = self.settings.identity
             staging = two_phase.staging_key(identity, batch, partition, attempt)
             count = 0
-            limit = self.settings.max_rows
+            limit = self.settings.max_rows if self.settings.atomic else None
             for chunk in _staged_chunks(encoder, items):
                 if limit is not None and count + len(chunk) > limit:
-                    # This task alone is over the limit: stop staging now (the commit
-                    # would refuse the batch) and leave the list to the abort's cleanup.
+                    # An atomic batch of this task alone is over the limit: stop staging
+                    # now (the commit would refuse it) and leave the list to the abort.
                     raise two_phase.CommitTooLarge(
                         batch, count + len(chunk), limit, streaming=batch_id is not None
                     )
@@ -208,35 +217,66 @@ class _RedisWriter:
         if self.settings.mode is SinkMode.IDEMPOTENT:
             return
         staged = [(m.staging, m.rows) for m in messages if isinstance(m, StagedPart) and m.staging]
-        rows, limit = sum(n for _, n in staged), self.settings.max_rows
-        if limit is not None and rows > limit:
-            self._abort(messages, batch)
+        settings = self.settings
+        rows, limit = sum(n for _, n in staged), settings.max_rows
+        if settings.atomic and limit is not None and rows > limit:
+            self._abort(messages, batch, marked)
             raise two_phase.CommitTooLarge(batch, rows, limit, streaming=marked)
-        client = redis_options.connect(self.settings.url)
+        client = redis_options.connect(settings.url)
         try:
-            skipped, applied, cleaned = two_phase.commit(
-                client, self.settings.identity, batch, staged, marked=marked
+            done = two_phase.commit(
+                client,
+                settings.identity,
+                batch,
+                staged,
+                marked=marked,
+                step=None if settings.atomic else limit,
+                plan_ttl=0 if marked else settings.staging_ttl,
+                between_steps=lambda _: hooks.pause_if_asked(
+                    "between_steps", batch if marked else None
+                ),
             )
         finally:
             client.close()
         log.info(
-            "redis sink %s: batch %s %s (%d operations; %d leftover staging lists removed)",
-            self.settings.target,
+            "redis sink %s: batch %s %s (%d operations in %d steps, at most %d a step%s; "
+            "%d leftover staging lists removed)",
+            settings.target,
             batch,
-            "was already committed, skipped" if skipped else "committed",
-            applied,
-            cleaned,
+            "was already committed, skipped" if done.skipped else "committed",
+            done.rows,
+            done.steps,
+            done.longest,
+            ", resuming a publish an earlier attempt started" if done.resumed else "",
+            done.cleaned,
         )
 
-    def _abort(self, messages: list[Any], batch: str) -> None:
+    def _abort(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
             return
         staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
         client = redis_options.connect(self.settings.url)
         try:
-            two_phase.abort(client, self.settings.identity, batch, staged)
+            _, kept, published = two_phase.abort(
+                client, self.settings.identity, batch, staged, marked=marked
+            )
         finally:
             client.close()
+        if kept:
+            log.warning(
+                "redis sink %s: batch %s aborted after %d of its rows were published: its "
+                "publishing plan is kept, and the batch's replay publishes the rest",
+                self.settings.target,
+                batch,
+                published,
+            )
+        elif published:
+            log.warning(
+                "redis sink %s: batch write aborted after %d of its rows were published "
+                "(the first steps of its commit); the rest of its staging is deleted",
+                self.settings.target,
+                published,
+            )
 
 
 def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[bytes]]:
@@ -288,11 +328,11 @@ class RedisStreamWriter(_RedisWriter, DataSourceStreamArrowWriter):
         hooks.pause_if_asked("after_commit", batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        self._abort(messages, str(batchId))
+        self._abort(messages, str(batchId), marked=True)
 
 
 class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
-    """``df.write.format("redis")``: the whole write is one transaction (no marker)."""
+    """``df.write.format("redis")``: the whole write is one batch (no marker, no replay)."""
 
     def write(self, iterator: Iterator[Any]) -> StagedPart:
         return self._write(iterator)
@@ -303,7 +343,7 @@ class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
 
     def abort(self, messages: list[Any]) -> None:
         assert self.token is not None
-        self._abort(messages, self.token)
+        self._abort(messages, self.token, marked=False)
 
 
 class RedisSinkDataSource(DataSource):

@@ -4,9 +4,12 @@ Only for crash tests. Random kill timing rarely lands between a batch's writes a
 commit, so the harness asks for that moment explicitly: with
 ``ENRICH_SINK_TEST_HOOK="before_commit:3"`` and ``ENRICH_SINK_TEST_HOOK_DIR=/some/dir``
 in the job's environment, the sink writes ``/some/dir/before_commit-3`` (holding the
-process id) when it reaches that point of batch 3, then waits to be killed. Points:
+process id) when it reaches that point of batch 3, then waits to be killed, or goes on
+once the harness creates ``/some/dir/before_commit-3.go`` (to change the world under
+the job, e.g. restart Redis, and let it continue). Points:
 ``before_write`` and ``mid_write`` (in a task, before any row / after the first chunk is
-staged), ``before_commit`` and ``after_commit`` (on the driver side). Unset, the hook
+staged), ``before_commit``, ``between_steps`` (after the first step of a stepwise commit
+that has more) and ``after_commit`` (on the driver side). Unset, the hook
 costs one dictionary lookup.
 """
 
@@ -36,4 +39,7 @@ def pause_if_asked(point: str, batch: str | int | None) -> None:
             handle.write(str(os.getpid()))
     except FileExistsError:
         return
-    time.sleep(_WAIT)
+    go = folder / f"{point}-{batch}.go"
+    deadline = time.monotonic() + _WAIT
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -54,8 +54,10 @@ class StreamSettings:
                     f"got {start!r}"
                 ) from None
             start = f"{ms}-{seq}"
-        rows = redis_options.BATCH_ROWS
-        max_entries = redis_options.row_limit(options, "maxEntriesPerTrigger", rows)
+        # No limit by default (as Kafka's maxOffsetsPerTrigger): the sink publishes a batch
+        # of any size in bounded steps, and fewer, larger micro-batches pay Spark's fixed
+        # cost per batch less often.
+        max_entries = redis_options.row_limit(options, "maxEntriesPerTrigger", 0)
         corrupt = str(options.get("columnNameOfCorruptRecord", CORRUPT_COLUMN)).strip()
         if not corrupt:
             raise ValueError("option columnNameOfCorruptRecord must name a column")

@@ -13,10 +13,10 @@ Options:
     startingPosition: ``earliest`` (default), ``latest`` (entries added after the query
         first starts), or an entry id (the entries after it, as ``XREAD`` does).
     maxEntriesPerTrigger: the most entries per micro-batch, split evenly among the
-        streams (default 5,000, what one transactional commit of the ``redis`` sink
-        publishes by default, ``maxRowsPerCommit``; ``0``: no limit). ``Trigger.AvailableNow``
-        honours it too. Needs pyspark 4.2+ (read limits of Python sources); older
-        versions read everything available in each micro-batch.
+        streams (default: no limit, as Kafka's ``maxOffsetsPerTrigger``; ``0``: no
+        limit). ``Trigger.AvailableNow`` honours it too. Needs pyspark 4.2+ (read limits
+        of Python sources); older versions read everything available in each
+        micro-batch.
     partitionsPerStream: the partitions each stream's batch is split into (default: the
         session's parallelism divided among the streams).
     failOnDataLoss: ``true`` (default) or ``false``: skip lost entries, log and count them.
