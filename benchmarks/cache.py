@@ -262,16 +262,17 @@ shared machine than the best of each path.
 `LookupCache(max_rows={cache:,}, ttl=600)`: cold, a new one for each run (each of the
 two Python workers starts with an empty store, as a new batch job or a restarted stream
 does); warm, one cache after an untimed pass over the same rows. "No cache" and "cold"
-build a new join for each run (its planning included), "warm" reuses one. Hit ratios are the
-lane's cache hits over distinct keys per chunk (a key the admission leaves out counts
-as a miss). The in-process table runs `enrich.spark.arrow.enrich_batches` over batches
-of 10,000 rows in one process: no JVM, no transfer, the lane alone; "first rows" times
-only the first {fill:,} rows, while a cold cache fills.
+build a new join for each run (its planning included), "warm" reuses one. Hit ratios are
+the lane's cache hits over distinct keys per chunk. The in-process table runs
+`enrich.spark.arrow.enrich_batches` over batches of 10,000 rows in one process: no JVM,
+no transfer, the lane alone; "first rows" times only the first {fill:,} rows, while a
+cold cache fills.
 
-A cold cache admits keys by a sample (`enrich/lookup/lane/admission.py`): one key in 16
-of the key space, on one large chunk in four, until the sample's hit ratio says the
-cache will answer most keys; "warm" after one pass is therefore a cache that holds the
-sample, and that probes every key once the sample hits.
+Integer keys (these) are held in a NumPy hash table (`enrich/lookup/cache_ints.py`): a
+chunk's distinct keys are probed and filled in a few vectorised passes, so every key of
+every chunk is probed and filled from the first row. The lane keeps 131,072 rows in
+flight on its Spark defaults (13 chunks of 10,000 here), so the first 13 chunks of a
+cold run are asked in full before the first fill lands.
 
 Rerun: `python -m benchmarks cache` (`ENRICH_BENCH_CACHE_ROWS=N` changes the size).
 """

@@ -4,8 +4,8 @@ Run by ``./scripts/dev test-extras`` in a venv holding only ``pip install -e '.[
 (or ``[http]``): checks that nothing else came with it (no pyspark, no pandas, not the
 other connector's driver), imports the extra's connector and runs a real ``lookup_rows``
 against a real server started here (the redis-server ``enrich.demo.redis_binary`` picks,
-or ``$ENRICH_REDIS_SERVER``; the demo's aiohttp dimension service). pyarrow is a
-dependency of the package itself (``import enrich`` needs it), so it is there too.
+or ``$ENRICH_REDIS_SERVER``; the demo's aiohttp dimension service). pyarrow and numpy
+are dependencies of the package itself (``import enrich`` needs them), so they are there too.
 """
 
 from __future__ import annotations

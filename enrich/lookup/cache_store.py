@@ -26,6 +26,9 @@ from itertools import compress, count, repeat
 from operator import is_, is_not, itemgetter, le
 from typing import Any, Protocol
 
+import numpy as np
+
+from .cache_ints import IntKeys
 from .cache_recency import Recency
 
 # What a cached miss holds, to tell it apart from an absent key.
@@ -55,6 +58,10 @@ class RowSlab(Protocol):
 
     def row(self, position: int) -> tuple[Any, ...]:
         """The row at ``position`` as the per-row join's tuple."""
+        ...
+
+    def valid(self, positions: np.ndarray) -> list[bool]:
+        """Whether each row at ``positions`` is a row (False: a null row, a miss)."""
         ...
 
 
@@ -97,7 +104,7 @@ class CacheStore:
         "_misses",
         "_recency",
         "_recent",
-        "admission",
+        "ints",
         "settings",
         "slab",
     )
@@ -113,17 +120,71 @@ class CacheStore:
         # Where the lane keeps the rows of the entries it filled (an int entry is a
         # position in it), or None.
         self.slab: RowSlab | None = None
-        # Which keys the lane probes and fills (enrich.lookup.lane.admission), or None.
-        self.admission: Any = None
+        # The lane's integer keys whose rows are in the slab, probed in bulk (see
+        # ints_usable); held here or in _entries, never in both.
+        self.ints = IntKeys()
         self._hits = self._misses = self._loads = self._load_failures = self._evictions = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self.ints)
+
+    # -- integer keys in bulk (the columnar lane) ------------------------------------------
+
+    def ints_usable(self) -> bool:
+        """Whether integer keys may be probed and filled in bulk: the store holds no
+        entry of another kind (its first entries were the lane's integer keys)."""
+        return not self._entries
+
+    def probe_ints(self, keys: np.ndarray, now: float) -> np.ndarray:
+        """:meth:`get_many` for integer ``keys`` (distinct, int64) while
+        :meth:`ints_usable`: each key's slot in :attr:`slab`, -1 where absent or
+        expired (a slot's null row is a cached miss)."""
+        slots = self.ints.probe(keys, now)
+        found = int(np.count_nonzero(slots >= 0))
+        self._hits += found
+        self._misses += len(keys) - found
+        return slots
+
+    def put_ints(self, keys: np.ndarray, slots: np.ndarray, found: np.ndarray, now: float) -> None:
+        """:meth:`put_many` for integer ``keys`` (distinct, int64) while
+        :meth:`ints_usable`: each key's row is at its slot in :attr:`slab`, a miss
+        where ``found`` is False."""
+        settings = self.settings
+        ttl = settings.ttl
+        expires: Any = now + ttl if ttl is not None else float("inf")
+        if not settings.cache_missing:
+            keys, slots = keys[found], slots[found]
+        elif settings.ttl_missing is not None and settings.ttl_missing != ttl:
+            expires = np.where(found, expires, now + settings.ttl_missing)
+        self.ints.put(keys, slots, expires)
+        self._loads += len(keys)
+        if settings.max_rows is not None:
+            self._evictions += self.ints.evict(settings.max_rows)
+
+    def _to_entries(self) -> None:
+        """Move the integer keys into the entries, least recently used first (a null
+        row becomes :data:`MISS`), before the entries are used key by key."""
+        ints = self.ints
+        if not len(ints):
+            return
+        order = ints.by_use()
+        slots = ints.slots[order]
+        values: list[Any] = slots.tolist()
+        if self.slab is not None:
+            valid = self.slab.valid(slots)
+            values = [value if ok else MISS for value, ok in zip(values, valid, strict=True)]
+        pairs = zip(ints.expires[order].tolist(), values, strict=True)
+        self._entries.update(zip(ints.keys[order].tolist(), pairs, strict=True))
+        ints.clear()
+
+    # -- key by key, and a chunk's keys as Python values ------------------------------------
 
     def get(self, key: Any, now: float, *, accept_miss: bool = True) -> Any:
         """The cached rows for ``key``, :data:`MISS` for a cached miss, None if absent.
 
         With ``accept_miss=False`` a cached miss counts as absent (for retries)."""
+        if self.ints:
+            self._to_entries()
         found = self._entries.get(key)
         if found is not None:
             expires, rows = found
@@ -141,6 +202,8 @@ class CacheStore:
 
     def put(self, key: Any, rows: Any, now: float) -> None:
         """Cache ``rows`` (a tuple, a non-empty list of tuples, or :data:`MISS`)."""
+        if self.ints:
+            self._to_entries()
         settings = self.settings
         if rows is MISS:
             if not settings.cache_missing:
@@ -172,6 +235,8 @@ class CacheStore:
         Outcomes, counters and recency are those of calling ``get(key, now)`` for each
         key in order; an expired entry is deleted, as ``get`` deletes it. A retry never
         comes here (it would need ``accept_miss=False``)."""
+        if self.ints:
+            self._to_entries()
         entries = self._entries
         if not self._expires:  # one pass: no expiry to read
             found: list[tuple[float, Any]] = []
@@ -201,6 +266,8 @@ class CacheStore:
         distinct). The entries, their order and the counters are those of the puts one
         by one, except that a key both evicted and put again by the same call counts
         one eviction instead of two (the entries kept are the same)."""
+        if self.ints:
+            self._to_entries()
         settings = self.settings
         ttl = settings.ttl
         expires = now + ttl if ttl is not None else float("inf")
@@ -235,6 +302,7 @@ class CacheStore:
     def entries(self) -> list[tuple[Any, tuple[float, Any]]]:
         """The entries ``(key, (expiry, rows))``, least recently used first (without
         ``max_rows``, where nothing leaves by size, in the order they were first put)."""
+        self._to_entries()
         self._recency.apply(self._entries)
         return list(self._entries.items())
 
@@ -257,6 +325,7 @@ class CacheStore:
     def clear(self) -> None:
         self._entries.clear()
         self._recency.clear()
+        self.ints.clear()
 
     def statistics(self) -> CacheStatistics:
         return CacheStatistics(
@@ -265,5 +334,5 @@ class CacheStore:
             loads=self._loads,
             load_failures=self._load_failures,
             evictions=self._evictions,
-            size=len(self._entries),
+            size=len(self),
         )

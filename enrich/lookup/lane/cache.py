@@ -42,20 +42,31 @@ from itertools import compress, repeat
 from operator import is_, is_not
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache_store import MISS, CacheStore
 from .columnar import ColumnarAnswer, tuples_to_struct
-from .entries import cacheable, needed, selected, slab_entries, slab_slots
+from .entries import cacheable, needed, slab_entries, slab_slots
 from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
 SLAB_SLACK = 65_536
 
-# Stands for a key the cache does not see (see enrich.lookup.lane.admission): never an
-# entry, so the store finds it absent, and the same object each time, so cheaply.
-BYPASS: Any = object()
+# Arrow integer types whose values an int64 holds (the bulk probe's keys).
+_INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
+
+
+def int_keys(keys: pa.Array) -> bool:
+    """Whether ``keys`` can be probed in bulk (integers an int64 holds)."""
+    return keys.type in _INT_TYPES
+
+
+def as_int64(keys: pa.Array) -> np.ndarray:
+    """``keys`` (integers, no null) as an int64 NumPy array."""
+    values: np.ndarray = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return values
 
 
 def slab_of(store: CacheStore, struct_type: pa.StructType) -> ArrowSlab | None:
@@ -71,7 +82,7 @@ def slab_of(store: CacheStore, struct_type: pa.StructType) -> ArrowSlab | None:
 
 @dataclass(slots=True)
 class CacheProbe:
-    """What the cache held for a chunk's distinct keys when the chunk was admitted.
+    """What the cache held for a chunk's distinct keys when the chunk was probed.
 
     Attributes:
         keys: the distinct keys as Python values.
@@ -84,12 +95,10 @@ class CacheProbe:
         multi: key position -> cached 1:N rows.
         aligned: whether every key was a hit, in key order: the slab's rows at
             ``slots`` in ``view`` (the slab's column when the probe ran).
-        bypassed: how many keys the cache did not see (asked, never filled; ``keys``
-            then holds :data:`BYPASS` for every key).
-        watched: ``(hits, probes)`` of the keys the admission watches.
-        fill_keys: when keys were left out, the keys to fill (the admitted keys the
-            cache did not hold), and ``fill_mask`` which of :attr:`ask` they are.
-        positions: ``ask_positions`` then ``hit_positions`` as Arrow, when made so.
+        ints: whether the keys were probed in bulk as integers (``keys`` then holds
+            None for each; :attr:`ask` holds the keys to fill).
+        order: each key's row in the pieces ``fetched rows, hit rows`` (see
+            :meth:`_order`), when made already.
     """
 
     keys: list[Any]
@@ -101,57 +110,50 @@ class CacheProbe:
     aligned: bool = False
     view: pa.StructArray | None = None
     slots: pa.Array | None = None
-    bypassed: int = 0
-    watched: tuple[int, int] = (0, 0)
-    fill_keys: list[Any] | None = None
-    fill_mask: pa.Array | None = None
-    positions: pa.Array | None = None
+    ints: bool = False
+    order: pa.Array | None = None
 
     @classmethod
     def of(
-        cls,
-        store: CacheStore,
-        distinct: pa.Array,
-        now: float,
-        struct_type: pa.StructType,
-        admitted: pa.Array | None = None,
-        watched: pa.Array | None = None,
+        cls, store: CacheStore, distinct: pa.Array, now: float, struct_type: pa.StructType
     ) -> CacheProbe:
         """Probe ``store`` for ``distinct`` (distinct, non-null keys) at ``now``; the
-        hits' rows are taken now (see the module docstring). Only the keys
-        ``admitted`` are looked up (None: all); the hits among those ``watched`` are
-        counted (both bool arrays aligned with ``distinct``)."""
-        if admitted is None:
-            keys = distinct.to_pylist()
-            values = store.get_many(keys, now)
-            probe = cls._of_values(store, keys, distinct, values, struct_type)
-            if watched is not None:
-                seen = list(compress(values, watched.to_pylist()))
-                probe.watched = (len(seen) - seen.count(None), len(seen))
-            return probe
-        # Only the admitted keys become Python values and are looked up; the others are
-        # asked as they are, and their places filled by Arrow (null: not cached).
-        size = len(distinct)
-        looked_up = distinct.filter(admitted).to_pylist()
-        values = store.get_many(looked_up, now)
-        placeholders = [BYPASS] * size
-        slab = store.slab if isinstance(store.slab, ArrowSlab) else None
-        slots = slab_slots(values) if slab is not None else None
-        if slab is not None and slots is not None and slab.struct_type == struct_type:
-            everywhere = pc.replace_with_mask(pa.nulls(size, pa.int64()), admitted, slots)
-            probe = cls._of_slots(placeholders, distinct, slab, everywhere)
-            absent = everywhere.is_null()
-        else:  # entries of the per-row join among them: one value per key, None if left out
-            found = iter(values)
-            every = [next(found) if seen else None for seen in admitted.to_pylist()]
-            probe = cls._of_values(store, placeholders, distinct, every, struct_type)
-            absent = pa.array(list(map(is_, every, repeat(None))), pa.bool_())
-        probe.bypassed = size - len(looked_up)
-        probe.fill_keys = list(compress(looked_up, map(is_, values, repeat(None))))
-        probe.fill_mask = admitted.filter(absent)
-        if watched is not None:
-            seen = list(compress(values, watched.filter(admitted).to_pylist()))
-            probe.watched = (len(seen) - seen.count(None), len(seen))
+        hits' rows are taken now (see the module docstring). Integer keys are probed in
+        bulk (:meth:`CacheStore.probe_ints`) while the store can hold them so."""
+        slab = slab_of(store, struct_type) if int_keys(distinct) else None
+        if slab is not None and store.ints_usable():
+            return cls._of_ints(store, distinct, now, slab)
+        keys = distinct.to_pylist()
+        values = store.get_many(keys, now)
+        return cls._of_values(store, keys, distinct, values, struct_type)
+
+    @classmethod
+    def _of_ints(
+        cls, store: CacheStore, distinct: pa.Array, now: float, slab: ArrowSlab
+    ) -> CacheProbe:
+        """The probe of integer keys: each key's slot in ``slab``, found and split in
+        NumPy (no Python value per key)."""
+        slots = store.probe_ints(as_int64(distinct), now)
+        size = len(slots)
+        keys: list[Any] = [None] * size
+        absent = slots < 0
+        asked = np.flatnonzero(absent)
+        if len(asked) == size:
+            probe = cls(keys, asked.tolist(), distinct, ints=True)
+        elif not len(asked):  # every key a hit: its rows are taken with the chunk's
+            probe = cls(keys, [], distinct.slice(0, 0), asked.tolist(), ints=True)
+            probe.slots = pa.array(slots)
+            probe.view, probe.aligned = slab.column(int(slots.max()) + 1), True
+        else:
+            hit = np.flatnonzero(~absent)
+            ask = distinct.filter(pa.array(absent))
+            probe = cls(keys, asked.tolist(), ask, hit.tolist(), ints=True)
+            order = np.empty(size, np.int64)  # each key's row in ``fetched, hits``
+            order[asked] = np.arange(len(asked))
+            order[hit] = np.arange(len(asked), size)
+            probe.order = pa.array(order)
+            hit_slots = slots[hit]
+            probe.hit_rows = slab.column(int(hit_slots.max()) + 1).take(pa.array(hit_slots))
         return probe
 
     @classmethod
@@ -199,7 +201,7 @@ class CacheProbe:
         asked = pc.indices_nonzero(absent)
         hit = pc.indices_nonzero(slots.is_valid())
         probe = cls(keys, asked.to_pylist(), distinct.filter(absent), hit.to_pylist())
-        probe.positions = pa.concat_arrays([asked, hit])
+        probe.order = pc.sort_indices(pa.concat_arrays([asked, hit]))
         probe.hit_rows = slab.column(needed(slots)).take(slots.drop_null())
         return probe
 
@@ -247,19 +249,19 @@ class CacheProbe:
     def fill(self, store: CacheStore, fetched: ColumnarAnswer | None, now: float) -> None:
         """Cache the answer of the asked keys (aligned with :attr:`ask`), as the per-row
         join caches each key's: its row, its 1:N rows, or a miss; a failed key is
-        counted as a load failure and left out, and so is a key the cache did not see."""
+        counted as a load failure and left out."""
         if fetched is None or not self.ask_positions:
             return
         failures = len(fetched.errors)
-        if self.fill_keys is None:
-            keys = list(map(self.keys.__getitem__, self.ask_positions))
-        else:  # the keys the cache did not see are not filled either
-            keys = self.fill_keys
-            if len(keys) < len(fetched):
-                fetched = selected(fetched, self.fill_mask)
-            if not keys:
-                store.failed(failures)
+        if self.ints and not fetched.multi and store.ints_usable():
+            slab = slab_of(store, fetched.rows.type)
+            if slab is not None:
+                self._fill_ints(store, slab, fetched, now)
                 return
+        if self.ints:  # a 1:N key, or the store holds other entries now: key by key
+            keys = self.ask.to_pylist()
+        else:
+            keys = list(map(self.keys.__getitem__, self.ask_positions))
         slab = slab_of(store, fetched.rows.type)
         if slab is None:
             values = cacheable(fetched)
@@ -274,6 +276,25 @@ class CacheProbe:
         if failures:
             store.failed(failures)
         store.put_many(keys, values, now)
+
+    def _fill_ints(
+        self, store: CacheStore, slab: ArrowSlab, fetched: ColumnarAnswer, now: float
+    ) -> None:
+        """Cache the fetched rows of integer keys in bulk: each key's slot is its row's
+        in the slab (a null row: a miss)."""
+        if len(slab) > 2 * len(store) + SLAB_SLACK:
+            slab.compact(store)
+        rows = fetched.rows
+        base = slab.append(rows)
+        keys = as_int64(self.ask)
+        slots = np.arange(base, base + len(rows), dtype=np.int64)
+        found = rows.is_valid().to_numpy(zero_copy_only=False)
+        if fetched.errors:  # a failed key is counted and left out
+            store.failed(len(fetched.errors))
+            kept = np.ones(len(rows), np.bool_)
+            kept[list(fetched.errors)] = False
+            keys, slots, found = keys[kept], slots[kept], found[kept]
+        store.put_ints(keys, slots, found, now)
 
     def merge(self, fetched: ColumnarAnswer | None, struct_type: pa.StructType) -> ColumnarAnswer:
         """The answer for every distinct key, in order: the fetched answer for the
@@ -316,7 +337,7 @@ class CacheProbe:
     def _order(self) -> pa.Array:
         """For each key, its row in the pieces ``fetched rows, hit rows``: they hold
         the keys in the order ask, hits, and sorting that order gives it."""
-        positions = self.positions  # made by Arrow when the probe was (uint64)
-        if positions is None:
+        if self.order is None:
             positions = pa.array(self.ask_positions + self.hit_positions, pa.int64())
-        return pc.sort_indices(positions)
+            self.order = pc.sort_indices(positions)
+        return self.order

@@ -10,7 +10,7 @@ Imports no pyspark.
 
 from __future__ import annotations
 
-from itertools import compress, count, repeat
+from itertools import repeat
 from operator import getitem
 from typing import Any
 
@@ -19,18 +19,6 @@ import pyarrow.compute as pc
 
 from ..cache_store import MISS
 from .columnar import ColumnarAnswer, struct_tuples
-
-
-def selected(answer: ColumnarAnswer, kept: pa.Array | None) -> ColumnarAnswer:
-    """The answer of the keys ``kept`` (a bool array aligned with ``answer``), in order."""
-    assert kept is not None
-    rows = answer.rows.filter(kept)
-    if answer.is_simple():
-        return ColumnarAnswer(rows)
-    new = dict(zip(compress(range(len(kept)), kept.to_pylist()), count()))
-    errors = {new[p]: error for p, error in answer.errors.items() if p in new}
-    multi = {new[p]: many for p, many in answer.multi.items() if p in new}
-    return ColumnarAnswer(rows, errors, multi)
 
 
 def needed(slots: pa.Array) -> int:

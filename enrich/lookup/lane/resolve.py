@@ -1,9 +1,8 @@
 """The loop's side of the columnar lane: a chunk's distinct keys resolved, its fills made.
 
 A :class:`ChunkResolver` runs on the runtime loop. For a chunk's distinct keys it probes
-the cache (the store the per-row join of the same source uses) for the keys its
-admission lets in (:mod:`enrich.lookup.lane.admission`), asks the source for the keys
-the cache did not answer (:mod:`enrich.lookup.lane.calls`), and, with retries,
+the cache (the store the per-row join of the same source uses), asks the source for the
+keys the cache did not answer (:mod:`enrich.lookup.lane.calls`), and, with retries,
 asks again per the per-row join's rules (:mod:`enrich.lookup.lane.retry`).
 
 Without retries the fetched answer is handed over undecoded: the task thread decodes
@@ -25,7 +24,6 @@ from ...engine.retry import RetryStrategy
 from ..cache import LookupCache
 from ..cache_store import CacheStore
 from ..join import _scope
-from .admission import Admission
 from .cache import CacheProbe
 from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource
@@ -67,10 +65,8 @@ class ChunkResolver:
             return None
         return self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
 
-    async def resolve(self, distinct: pa.Array, indices: pa.Array | None = None) -> Resolved:
-        """What the cache and the source answer for ``distinct`` (distinct, non-null
-        keys); ``indices``, the chunk's rows as positions in ``distinct``, let the cache
-        admit keys by use (:mod:`enrich.lookup.lane.admission`; None: every key)."""
+    async def resolve(self, distinct: pa.Array) -> Resolved:
+        """What the cache and the source answer for ``distinct`` (distinct, non-null keys)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + self.timeout if self.timeout is not None else None
@@ -80,11 +76,10 @@ class ChunkResolver:
         probe = None
         ask = distinct
         if store is not None and len(distinct):
-            probe = self._probe(store, distinct, indices, started, resolved)
-            if probe is None:  # this chunk leaves the cache alone
-                store = None
-            else:
-                ask = probe.ask
+            probe = CacheProbe.of(store, distinct, started, self.struct_type)
+            resolved.cache_hits = probe.hits
+            resolved.cache_misses = len(probe.ask_positions)
+            ask = probe.ask
         fetched = None
         if probe is not None and not len(ask):
             # Every key cached: the task thread takes the chunk's rows from the hits
@@ -113,33 +108,6 @@ class ChunkResolver:
         elif fetched is not None:
             resolved.answer = fetched
         return resolved
-
-    def _probe(
-        self,
-        store: CacheStore,
-        distinct: pa.Array,
-        indices: pa.Array | None,
-        now: float,
-        resolved: Resolved,
-    ) -> CacheProbe | None:
-        """Probe ``store`` for the keys its admission lets in; None when it lets in none
-        (the chunk is asked as without a cache, every key a cache miss)."""
-        admission = store.admission
-        if admission is None:
-            admission = store.admission = Admission()
-        admit = admission.admit(distinct, indices)
-        if admit is None:
-            resolved.cache_misses = len(distinct)
-            return None
-        admitted, watched = admit
-        probe = CacheProbe.of(
-            store, distinct, now, self.struct_type, admitted=admitted, watched=watched
-        )
-        if watched is not None:
-            admission.record(*probe.watched)
-        resolved.cache_hits = probe.hits
-        resolved.cache_misses = len(probe.ask_positions)
-        return probe
 
     async def fill(self, probe: CacheProbe, fetched: ColumnarAnswer) -> None:
         """Cache a chunk's fetched answer (on the loop, at the time it runs)."""

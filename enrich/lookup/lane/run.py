@@ -150,7 +150,7 @@ class ColumnarLane:
                 encoded = pc.dictionary_encode(keys) if size else None
                 indices = encoded.indices if encoded is not None else pa.array([], pa.int32())
                 distinct = encoded.dictionary if encoded is not None else keys
-                future = asyncio.run_coroutine_threadsafe(self._resolve(distinct, indices), loop)
+                future = asyncio.run_coroutine_threadsafe(self._resolve(distinct), loop)
                 pending.append(_Pending(tag, size, indices, distinct, future))
                 in_flight += size
                 self.metrics.rows_in += size
@@ -165,8 +165,8 @@ class ColumnarLane:
 
     # -- on the loop ---------------------------------------------------------------------
 
-    async def _resolve(self, distinct: pa.Array, indices: pa.Array | None = None) -> Resolved:
-        return await self._resolver.resolve(distinct, indices)
+    async def _resolve(self, distinct: pa.Array) -> Resolved:
+        return await self._resolver.resolve(distinct)
 
     # -- on the task thread --------------------------------------------------------------
 

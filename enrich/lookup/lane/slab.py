@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from .columnar import struct_tuples
@@ -79,8 +80,21 @@ class ArrowSlab:
         """The row at ``position`` as the per-row join's tuple."""
         return struct_tuples(self.column(position + 1).slice(position, 1))[0]
 
+    def valid(self, positions: np.ndarray) -> list[bool]:
+        """Whether each row at ``positions`` is a row (False: a null row, a miss)."""
+        column = self.column()
+        valid: list[bool] = column.is_valid().take(pa.array(positions, pa.int64())).to_pylist()
+        return valid
+
     def compact(self, store: CacheStore) -> None:
         """Keep only the rows ``store``'s entries point at, and point them anew."""
+        ints = store.ints
+        if len(ints):  # the lane's integer keys (then the store holds no other entry)
+            self._rows = self.column().take(pa.array(ints.slots, pa.int64()))
+            self._recent = self._rows.slice(0, 0)
+            self._length = len(self._rows)
+            ints.move(np.arange(self._length, dtype=np.int64))
+            return
         live = store.slots()
         keys = [key for key, _ in live]
         self._rows = self.take([position for _, position in live])
