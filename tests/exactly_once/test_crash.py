@@ -24,7 +24,7 @@ def check(harness: Harness) -> None:
     assert report.kills >= 1, "no kill landed: the scenario proved nothing"
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.soak)])
 def test_transactional_sink_survives_kills(tmp_path: Path, seed: int) -> None:
     check(Harness(tmp_path, "transactional", seed, kills=2, orders=150))
 
@@ -66,9 +66,11 @@ def test_idempotent_sink_survives_kills(tmp_path: Path) -> None:
     check(Harness(tmp_path, "idempotent", 21, kills=1, orders=150))
 
 
+@pytest.mark.soak
 def test_spark_file_sink_survives_kills(tmp_path: Path) -> None:
     check(Harness(tmp_path, "file", 31, kills=1, orders=150))
 
 
+@pytest.mark.soak
 def test_dimension_redis_restarted_mid_run(tmp_path: Path) -> None:
     check(Harness(tmp_path, "transactional", 41, kills=1, orders=150, restart_dimension=True))
