@@ -62,6 +62,7 @@ def test_sink_redis_restarted_between_staging_and_commit(tmp_path: Path, persist
         assert "batch 0 not committed, nothing published" in log
 
 
+@pytest.mark.soak
 def test_idempotent_sink_survives_kills(tmp_path: Path) -> None:
     check(Harness(tmp_path, "idempotent", 21, kills=1, orders=150))
 
