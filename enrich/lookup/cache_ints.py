@@ -122,15 +122,6 @@ class IntKeys:
         else:
             self._place(keys, np.arange(start, end, dtype=np.int64))
 
-    def expire(self, keys: np.ndarray, slot: int | None = None) -> None:
-        """Make ``keys`` absent from now on (those held at ``slot``, when given)."""
-        at = self._find(keys)
-        at = at[at >= 0]
-        if slot is not None:
-            at = at[self._slots[at] == slot]
-        self._expires[at] = -np.inf
-        self._slots[at] = -1
-
     def evict(self, limit: int) -> int:
         """Drop the least recently used keys when more than ``limit`` are held, down to
         ``limit`` less an eighth; returns how many left."""

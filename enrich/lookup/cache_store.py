@@ -155,8 +155,6 @@ class CacheStore:
         ttl = settings.ttl
         expires: Any = now + ttl if ttl is not None else float("inf")
         if not settings.cache_missing:
-            if not found.all():  # a miss is not cached: a chunk's mark of it goes
-                self.ints.expire(keys[~found])
             keys, slots = keys[found], slots[found]
         elif settings.ttl_missing is not None and settings.ttl_missing != ttl:
             expires = np.where(found, expires, now + settings.ttl_missing)
@@ -165,16 +163,6 @@ class CacheStore:
         if settings.max_rows is not None:
             self._evictions += self.ints.evict(settings.max_rows)
 
-    def mark_ints(self, keys: np.ndarray, mark: int) -> None:
-        """Hold integer ``keys`` (distinct, int64) at ``mark`` (a negative slot: a chunk
-        asking them, enrich.lookup.lane.sharing) until a fill puts their rows or
-        :meth:`expire_ints` drops them; a probe reads a mark as absent."""
-        self.ints.put(keys, np.full(len(keys), mark, np.int64), float("inf"))
-
-    def expire_ints(self, keys: np.ndarray, mark: int | None = None) -> None:
-        """Drop integer ``keys`` (those still at ``mark``, when given)."""
-        self.ints.expire(keys, mark)
-
     def _to_entries(self) -> None:
         """Move the integer keys into the entries, least recently used first (a null
         row becomes :data:`MISS`), before the entries are used key by key."""
@@ -182,7 +170,6 @@ class CacheStore:
         if not len(ints):
             return
         order = ints.by_use()
-        order = order[ints.slots[order] >= 0]  # marks and dropped keys stay behind
         slots = ints.slots[order]
         values: list[Any] = slots.tolist()
         if self.slab is not None:

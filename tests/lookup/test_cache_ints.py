@@ -158,35 +158,3 @@ def test_a_full_store_evicts_in_bulk_within_max_rows() -> None:
     stats = cache.statistics()
     assert stats.loads == 200 and stats.evictions == 200 - stats.size
     assert CacheProbe.of(cache, pa.array([199, 0], pa.int64()), 0.0, STRUCT).ask.to_pylist() == [0]
-
-
-def test_a_chunks_marks_read_as_absent_and_never_reach_the_entries() -> None:
-    from enrich.lookup.lane.sharing import mark
-
-    cache = store(max_rows=10)
-    fill(cache, [1], [{"name": "Ada", "age": 1}])
-    cache.mark_ints(np.array([2, 3], np.int64), mark(5))  # a chunk is asking 2 and 3
-    assert cache.probe_ints(np.array([1, 2, 3, 4], np.int64), 0.0).tolist()[1:] == [
-        mark(5),
-        mark(5),
-        -1,
-    ]
-    probe = CacheProbe.of(cache, pa.array([2, 1], pa.int64()), 0.0, STRUCT)
-    assert probe.ask.to_pylist() == [2]  # a probe without sharing asks a marked key
-    cache.expire_ints(np.array([2, 3], np.int64), mark(6))  # another chunk's: kept
-    assert (cache.ints.probe(np.array([2], np.int64), 0.0) == mark(5)).all()
-    assert [key for key, _ in cache.entries()] == [1]  # key by key: marks stay behind
-    assert cache.get(2, 0.0) is None
-
-
-def test_a_fill_drops_the_marks_of_keys_it_does_not_cache() -> None:
-    from enrich.lookup.lane.sharing import mark
-
-    cache = store(max_rows=10, cache_missing=False)
-    probe = CacheProbe.of(cache, pa.array([1, 2, 3], pa.int64()), 0.0, STRUCT)
-    probe.chunk = 9
-    cache.mark_ints(np.array([1, 2, 3], np.int64), mark(9))
-    rows = pa.array([{"name": "Ada", "age": 1}, None, None], STRUCT)
-    probe.fill(cache, ColumnarAnswer(rows, errors={2: ValueError("x")}), 0.0)
-    # 1 cached; 2 a miss not cached; 3 failed: neither is left marked.
-    assert cache.ints.probe(np.array([1, 2, 3], np.int64), 0.0).tolist()[1:] == [-1, -1]

@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from ..cache_store import MISS, CacheStore
 from .columnar import ColumnarAnswer, tuples_to_struct
 from .entries import cacheable, needed, slab_entries, slab_slots
-from .sharing import InFlight, mark, marked
+from .sharing import InFlight
 from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
@@ -102,8 +102,8 @@ class CacheProbe:
         aligned: whether every key was a hit, in key order: the slab's rows at
             ``slots`` in ``view`` (the slab's column when the probe ran).
         ints: whether the keys were probed in bulk as integers (``keys`` then holds
-            None for each; :attr:`ask` holds the keys to fill, ``distinct`` the keys
-            probed and ``probed`` their slots then, a chunk's mark included).
+            None for each; :attr:`ask` holds the keys to fill, and ``distinct`` the
+            keys probed).
         shared: the positions of the keys left to other chunks in flight, between
             :meth:`share` and :meth:`settle_shared`.
         chunk: the chunk's number among those in flight whose keys later chunks may
@@ -124,7 +124,6 @@ class CacheProbe:
     ints: bool = False
     order: pa.Array | None = None
     distinct: pa.Array | None = None
-    probed: np.ndarray | None = None
     shared: np.ndarray | None = None
     chunk: int | None = None
 
@@ -153,14 +152,14 @@ class CacheProbe:
         keys: list[Any] = [None] * size
         asked = np.flatnonzero(slots < 0)
         if len(asked) == size:
-            return cls(keys, asked.tolist(), distinct, ints=True, distinct=distinct, probed=slots)
+            return cls(keys, asked.tolist(), distinct, ints=True, distinct=distinct)
         if not len(asked):  # every key a hit: its rows are taken with the chunk's
             probe = cls(keys, [], distinct.slice(0, 0), list(range(size)), ints=True)
             probe.slots = pa.array(slots)
             probe.view, probe.aligned = slab.column(int(slots.max()) + 1), True
             return probe
         hit = np.flatnonzero(slots >= 0)
-        probe = cls(keys, [], distinct, hit.tolist(), ints=True, distinct=distinct, probed=slots)
+        probe = cls(keys, [], distinct, hit.tolist(), ints=True, distinct=distinct)
         probe.hit_rows = _slab_rows(slab, slots[hit])
         probe._set_asked(asked)
         return probe
@@ -178,20 +177,18 @@ class CacheProbe:
         self.order = pa.array(order)
 
     def share(self, inflight: InFlight) -> np.ndarray:
-        """Leave the keys to ask that a chunk of ``inflight`` marked to that chunk (see
+        """Leave the keys to ask that a chunk in flight is asking to that chunk (see
         :mod:`enrich.lookup.lane.sharing`); :attr:`ask` keeps the others. Returns the
         chunks to wait for before :meth:`settle_shared` (empty: nothing shared)."""
-        assert self.probed is not None
-        asked = np.asarray(self.ask_positions, np.int64)
-        chunks = marked(self.probed[asked])
-        shared = inflight.live(chunks)
+        chunks = inflight.asking(as_int64(self.ask))
+        shared = chunks >= 0
         if not shared.any():
             return chunks[:0]
+        asked = np.asarray(self.ask_positions, np.int64)
         self.shared = asked[shared]
         self.ask_positions = asked[~shared].tolist()
         self.ask = self.ask.filter(pa.array(~shared))
-        waits: np.ndarray = chunks[shared]
-        return waits
+        return chunks[shared]
 
     def settle_shared(
         self, store: CacheStore, slab: ArrowSlab | None, now: float, struct_type: pa.StructType
@@ -349,11 +346,10 @@ class CacheProbe:
         keys = as_int64(self.ask)
         slots = np.arange(base, base + len(rows), dtype=np.int64)
         found = rows.is_valid().to_numpy(zero_copy_only=False)
-        if fetched.errors:  # a failed key is counted and left out (its mark too)
+        if fetched.errors:  # a failed key is counted and left out
             store.failed(len(fetched.errors))
             kept = np.ones(len(rows), np.bool_)
             kept[list(fetched.errors)] = False
-            store.expire_ints(keys[~kept], None if self.chunk is None else mark(self.chunk))
             keys, slots, found = keys[kept], slots[kept], found[kept]
         store.put_ints(keys, slots, found, now)
 

@@ -28,7 +28,7 @@ from .cache import CacheProbe, as_int64, slab_of
 from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource
 from .retry import with_retries
-from .sharing import InFlight, mark
+from .sharing import InFlight
 
 
 class ChunkResolver:
@@ -121,37 +121,37 @@ class ChunkResolver:
         self, store: CacheStore, probe: CacheProbe, resolved: Resolved
     ) -> Resolved:
         """A chunk of integer keys, some not cached, on a join without timeout or
-        retries: it marks and asks the keys no chunk in flight marked, waits for the
-        fills of those that did, reads their keys from the cache and asks any still
-        absent (:mod:`enrich.lookup.lane.sharing`). Handed over as an undecoded answer."""
+        retries: it asks the keys no chunk in flight is asking, waits for the fills of
+        those that are, reads their keys from the cache and asks any still absent
+        (:mod:`enrich.lookup.lane.sharing`). Handed over as an undecoded answer."""
         inflight = self._inflight
         assert inflight is not None
-        calls, struct_type = self.calls, self.struct_type
         waits = probe.share(inflight)
-        own = as_int64(probe.ask)
-        chunk = None
-        if len(own):
-            chunk = probe.chunk = inflight.start()
-            store.mark_ints(own, mark(chunk))
+        chunk = inflight.ask(as_int64(probe.ask)) if len(probe.ask) else None
         resolved.probe = probe
         try:
-            parts = await calls.attempt(probe.ask, 1, None, resolved) if len(own) else []
+            parts = (
+                await self.calls.attempt(probe.ask, 1, None, resolved) if chunk is not None else []
+            )
             if len(waits):
                 await inflight.wait(waits)
                 now = asyncio.get_running_loop().time()
-                late = probe.settle_shared(store, slab_of(store, struct_type), now, struct_type)
+                late = probe.settle_shared(
+                    store, slab_of(store, self.struct_type), now, self.struct_type
+                )
                 if len(late):
-                    parts += await calls.attempt(late, 1, None, resolved)
+                    parts += await self.calls.attempt(late, 1, None, resolved)
         except BaseException:
-            if chunk is not None:  # no fill will come: its waiters read and ask themselves
-                if store.ints_usable():
-                    store.expire_ints(own, mark(chunk))
+            if chunk is not None:  # no fill will come: its waiters read and ask for themselves
                 inflight.filled(chunk)
             raise
+        probe.chunk = chunk
         resolved.cache_hits = probe.hits
         resolved.cache_misses = len(probe.ask_positions)
         if len(probe.ask):
             resolved.parts = parts
+        elif chunk is not None:  # pragma: no cover - a chunk that asked has keys to ask
+            inflight.filled(chunk)
         return resolved
 
     async def fill(self, probe: CacheProbe, fetched: ColumnarAnswer) -> None:

@@ -90,13 +90,10 @@ class ArrowSlab:
         """Keep only the rows ``store``'s entries point at, and point them anew."""
         ints = store.ints
         if len(ints):  # the lane's integer keys (then the store holds no other entry)
-            slots = ints.slots.copy()
-            rows = slots >= 0  # the others are marks and dropped keys, no row
-            self._rows = self.column().take(pa.array(slots[rows], pa.int64()))
+            self._rows = self.column().take(pa.array(ints.slots, pa.int64()))
             self._recent = self._rows.slice(0, 0)
             self._length = len(self._rows)
-            slots[rows] = np.arange(self._length, dtype=np.int64)
-            ints.move(slots)
+            ints.move(np.arange(self._length, dtype=np.int64))
             return
         live = store.slots()
         keys = [key for key, _ in live]
