@@ -130,18 +130,17 @@ class IntKeys:
             return 0
         excess = int(min(self._length, excess + limit // 8))
         keep = np.ones(self._length, np.bool_)
-        keep[np.argpartition(self._used[: self._length], excess - 1)[:excess]] = False
-        self.retain(keep)
-        return excess
-
-    def retain(self, keep: np.ndarray) -> None:
-        """Keep only the keys where ``keep`` (aligned with :attr:`keys`) is True."""
+        if excess < self._length:
+            keep[np.argpartition(self._used[: self._length], excess - 1)[:excess]] = False
+        else:
+            keep[:] = False
         for name in ("_keys", "_slots", "_expires", "_used"):
             column = getattr(self, name)
             kept = column[: self._length][keep]
             column[: len(kept)] = kept
-        self._length = int(np.count_nonzero(keep))
+        self._length -= excess
         self._rebuild()
+        return excess
 
     def by_use(self) -> np.ndarray:
         """The places of the keys (as :attr:`keys`), least recently used first."""

@@ -135,16 +135,14 @@ class CacheStore:
         entry of another kind (its first entries were the lane's integer keys)."""
         return not self._entries
 
-    def probe_ints(self, keys: np.ndarray, now: float, *, again: bool = False) -> np.ndarray:
+    def probe_ints(self, keys: np.ndarray, now: float) -> np.ndarray:
         """:meth:`get_many` for integer ``keys`` (distinct, int64) while
         :meth:`ints_usable`: each key's slot in :attr:`slab`, -1 where absent or
-        expired (a slot's null row is a cached miss). ``again``: the keys were probed
-        and counted as misses already (a chunk that waited for another's fill), so a
-        key found now turns its miss into a hit."""
+        expired (a slot's null row is a cached miss)."""
         slots = self.ints.probe(keys, now)
         found = int(np.count_nonzero(slots >= 0))
         self._hits += found
-        self._misses += -found if again else len(keys) - found
+        self._misses += len(keys) - found
         return slots
 
     def put_ints(self, keys: np.ndarray, slots: np.ndarray, found: np.ndarray, now: float) -> None:

@@ -49,7 +49,6 @@ import pyarrow.compute as pc
 from ..cache_store import MISS, CacheStore
 from .columnar import ColumnarAnswer, tuples_to_struct
 from .entries import cacheable, needed, slab_entries, slab_slots
-from .sharing import InFlight
 from .slab import ArrowSlab
 
 # Dead rows a slab may hold beyond its store's entries before it is compacted.
@@ -57,11 +56,6 @@ SLAB_SLACK = 65_536
 
 # Arrow integer types whose values an int64 holds (the bulk probe's keys).
 _INT_TYPES = (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32())
-
-
-def _slab_rows(slab: ArrowSlab, slots: np.ndarray) -> pa.StructArray:
-    """The rows of ``slab`` at ``slots`` (some), taken now."""
-    return slab.column(int(slots.max()) + 1).take(pa.array(slots))
 
 
 def int_keys(keys: pa.Array) -> bool:
@@ -102,12 +96,7 @@ class CacheProbe:
         aligned: whether every key was a hit, in key order: the slab's rows at
             ``slots`` in ``view`` (the slab's column when the probe ran).
         ints: whether the keys were probed in bulk as integers (``keys`` then holds
-            None for each; :attr:`ask` holds the keys to fill, and ``distinct`` the
-            keys probed).
-        shared: the positions of the keys left to other chunks in flight, between
-            :meth:`share` and :meth:`settle_shared`.
-        chunk: the chunk's number among those in flight whose keys later chunks may
-            wait for (its fill lets them go on), or None.
+            None for each; :attr:`ask` holds the keys to fill).
         order: each key's row in the pieces ``fetched rows, hit rows`` (see
             :meth:`_order`), when made already.
     """
@@ -123,9 +112,6 @@ class CacheProbe:
     slots: pa.Array | None = None
     ints: bool = False
     order: pa.Array | None = None
-    distinct: pa.Array | None = None
-    shared: np.ndarray | None = None
-    chunk: int | None = None
 
     @classmethod
     def of(
@@ -150,68 +136,25 @@ class CacheProbe:
         slots = store.probe_ints(as_int64(distinct), now)
         size = len(slots)
         keys: list[Any] = [None] * size
-        asked = np.flatnonzero(slots < 0)
+        absent = slots < 0
+        asked = np.flatnonzero(absent)
         if len(asked) == size:
-            return cls(keys, asked.tolist(), distinct, ints=True, distinct=distinct)
-        if not len(asked):  # every key a hit: its rows are taken with the chunk's
-            probe = cls(keys, [], distinct.slice(0, 0), list(range(size)), ints=True)
+            probe = cls(keys, asked.tolist(), distinct, ints=True)
+        elif not len(asked):  # every key a hit: its rows are taken with the chunk's
+            probe = cls(keys, [], distinct.slice(0, 0), asked.tolist(), ints=True)
             probe.slots = pa.array(slots)
             probe.view, probe.aligned = slab.column(int(slots.max()) + 1), True
-            return probe
-        hit = np.flatnonzero(slots >= 0)
-        probe = cls(keys, [], distinct, hit.tolist(), ints=True, distinct=distinct)
-        probe.hit_rows = _slab_rows(slab, slots[hit])
-        probe._set_asked(asked)
+        else:
+            hit = np.flatnonzero(~absent)
+            ask = distinct.filter(pa.array(absent))
+            probe = cls(keys, asked.tolist(), ask, hit.tolist(), ints=True)
+            order = np.empty(size, np.int64)  # each key's row in ``fetched, hits``
+            order[asked] = np.arange(len(asked))
+            order[hit] = np.arange(len(asked), size)
+            probe.order = pa.array(order)
+            hit_slots = slots[hit]
+            probe.hit_rows = slab.column(int(hit_slots.max()) + 1).take(pa.array(hit_slots))
         return probe
-
-    def _set_asked(self, asked: np.ndarray) -> None:
-        """The keys to ask are those at ``asked`` (in the order of their answers); the
-        others are the hits: :attr:`order` says where each key's row is."""
-        assert self.distinct is not None
-        size = len(self.keys)
-        self.ask_positions = asked.tolist()
-        self.ask = self.distinct.take(pa.array(asked, pa.int64()))
-        order = np.empty(size, np.int64)  # each key's row in ``fetched, hits``
-        order[asked] = np.arange(len(asked))
-        order[self.hit_positions] = np.arange(len(asked), size)
-        self.order = pa.array(order)
-
-    def share(self, inflight: InFlight) -> np.ndarray:
-        """Leave the keys to ask that a chunk in flight is asking to that chunk (see
-        :mod:`enrich.lookup.lane.sharing`); :attr:`ask` keeps the others. Returns the
-        chunks to wait for before :meth:`settle_shared` (empty: nothing shared)."""
-        chunks = inflight.asking(as_int64(self.ask))
-        shared = chunks >= 0
-        if not shared.any():
-            return chunks[:0]
-        asked = np.asarray(self.ask_positions, np.int64)
-        self.shared = asked[shared]
-        self.ask_positions = asked[~shared].tolist()
-        self.ask = self.ask.filter(pa.array(~shared))
-        return chunks[shared]
-
-    def settle_shared(
-        self, store: CacheStore, slab: ArrowSlab | None, now: float, struct_type: pa.StructType
-    ) -> pa.Array:
-        """Read the keys left to other chunks from the cache, those chunks being filled
-        now; returns the keys still absent (a failed key, an uncached miss, an evicted
-        entry), which the caller asks: they come last in :attr:`ask`."""
-        shared, self.shared = self.shared, None
-        assert shared is not None and self.distinct is not None
-        slots = np.full(len(shared), -1, np.int64)
-        if slab is not None and store.ints_usable():
-            keys = as_int64(self.distinct.take(pa.array(shared)))
-            slots = store.probe_ints(keys, now, again=True)
-        found = slots >= 0
-        if self.hit_rows is None:  # the keys are asked out of order now: merge by order
-            self.hit_rows = pa.nulls(0, struct_type)
-        if slab is not None and found.any():  # their rows are taken now, as a probe's are
-            rows = _slab_rows(slab, slots[found])
-            self.hit_rows = pa.concat_arrays([self.hit_rows, rows])
-            self.hit_positions = self.hit_positions + shared[found].tolist()
-        late = shared[~found]
-        self._set_asked(np.concatenate([np.asarray(self.ask_positions, np.int64), late]))
-        return self.ask.slice(len(self.ask) - len(late))
 
     @classmethod
     def _of_values(
@@ -382,8 +325,8 @@ class CacheProbe:
         hit_rows = self.hit_rows
         if hit_rows is None:
             return fetched.rows.take(indices) if fetched is not None else None
-        if fetched is None or not self.ask_positions:  # every key a hit, some shared
-            return hit_rows.take(self._order().take(indices))
+        if fetched is None or not self.ask_positions:
+            return None  # pragma: no cover - keys to ask have an answer to merge
         rows = pa.concat_arrays([fetched.rows, hit_rows])
         return rows.take(self._order().take(indices))
 

@@ -24,11 +24,10 @@ from ...engine.retry import RetryStrategy
 from ..cache import LookupCache
 from ..cache_store import CacheStore
 from ..join import _scope
-from .cache import CacheProbe, as_int64, slab_of
+from .cache import CacheProbe
 from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource
 from .retry import with_retries
-from .sharing import InFlight
 
 
 class ChunkResolver:
@@ -41,7 +40,7 @@ class ChunkResolver:
         cache / timeout / retry: the join's, as for ``LookupJoin``.
     """
 
-    __slots__ = ("_inflight", "cache", "calls", "retry", "source", "struct_type", "timeout")
+    __slots__ = ("cache", "calls", "retry", "source", "struct_type", "timeout")
 
     def __init__(
         self,
@@ -59,11 +58,6 @@ class ChunkResolver:
         self.cache = cache
         self.timeout = timeout
         self.retry = retry
-        # The keys of chunks in flight, shared with later chunks (sharing.py): with a
-        # cache, on a join whose answers do not depend on when a key is asked.
-        self._inflight = (
-            InFlight() if cache is not None and timeout is None and retry is None else None
-        )
 
     def store(self) -> CacheStore | None:
         """The store the per-row join of this source uses too, or None without a cache."""
@@ -83,8 +77,6 @@ class ChunkResolver:
         ask = distinct
         if store is not None and len(distinct):
             probe = CacheProbe.of(store, distinct, started, self.struct_type)
-            if probe.ints and len(probe.ask) and self._inflight is not None:
-                return await self._resolve_sharing(store, probe, resolved)
             resolved.cache_hits = probe.hits
             resolved.cache_misses = len(probe.ask_positions)
             ask = probe.ask
@@ -117,50 +109,9 @@ class ChunkResolver:
             resolved.answer = fetched
         return resolved
 
-    async def _resolve_sharing(
-        self, store: CacheStore, probe: CacheProbe, resolved: Resolved
-    ) -> Resolved:
-        """A chunk of integer keys, some not cached, on a join without timeout or
-        retries: it asks the keys no chunk in flight is asking, waits for the fills of
-        those that are, reads their keys from the cache and asks any still absent
-        (:mod:`enrich.lookup.lane.sharing`). Handed over as an undecoded answer."""
-        inflight = self._inflight
-        assert inflight is not None
-        waits = probe.share(inflight)
-        chunk = inflight.ask(as_int64(probe.ask)) if len(probe.ask) else None
-        resolved.probe = probe
-        try:
-            parts = (
-                await self.calls.attempt(probe.ask, 1, None, resolved) if chunk is not None else []
-            )
-            if len(waits):
-                await inflight.wait(waits)
-                now = asyncio.get_running_loop().time()
-                late = probe.settle_shared(
-                    store, slab_of(store, self.struct_type), now, self.struct_type
-                )
-                if len(late):
-                    parts += await self.calls.attempt(late, 1, None, resolved)
-        except BaseException:
-            if chunk is not None:  # no fill will come: its waiters read and ask for themselves
-                inflight.filled(chunk)
-            raise
-        probe.chunk = chunk
-        resolved.cache_hits = probe.hits
-        resolved.cache_misses = len(probe.ask_positions)
-        if len(probe.ask):
-            resolved.parts = parts
-        elif chunk is not None:  # pragma: no cover - a chunk that asked has keys to ask
-            inflight.filled(chunk)
-        return resolved
-
     async def fill(self, probe: CacheProbe, fetched: ColumnarAnswer) -> None:
-        """Cache a chunk's fetched answer (on the loop, at the time it runs); the chunks
-        waiting for its keys go on."""
-        try:
-            store = self.store()
-            if store is not None:
-                probe.fill(store, fetched, asyncio.get_running_loop().time())
-        finally:
-            if probe.chunk is not None and self._inflight is not None:
-                self._inflight.filled(probe.chunk)
+        """Cache a chunk's fetched answer (on the loop, at the time it runs)."""
+        store = self.store()
+        if store is None:  # pragma: no cover - a probe means a cache
+            return
+        probe.fill(store, fetched, asyncio.get_running_loop().time())
