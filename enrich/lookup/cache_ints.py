@@ -35,15 +35,31 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 # so after 1.4 to 2.5 places on average, and the passes over a chunk's keys stay few).
 _MIN_BITS = 10
 _LOAD = 2
+# The most keys a table is sized for ahead of need (2**19 places, 2 MB).
+_EXPECTED_CAP = 1 << 17
 _EMPTY = -1
 
 
 class IntKeys:
     """Integer keys with a slot, an expiry and a last use each (see the module docstring)."""
 
-    __slots__ = ("_bits", "_expires", "_keys", "_length", "_slots", "_table", "_used", "tick")
+    __slots__ = (
+        "_bits",
+        "_expected",
+        "_expires",
+        "_keys",
+        "_length",
+        "_slots",
+        "_table",
+        "_used",
+        "tick",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, expected: int = 0) -> None:
+        """``expected``: the keys the table is sized for once it grows past its first
+        size (a store's ``max_rows``, at most :data:`_EXPECTED_CAP`), so that a filling
+        cache rebuilds it once instead of at every doubling."""
+        self._expected = min(expected, _EXPECTED_CAP)
         self.tick = 0
         self._length = 0
         self._keys: np.ndarray = np.empty(0, np.int64)
@@ -198,7 +214,7 @@ class IntKeys:
     def _rebuild(self) -> None:
         """A new table for the keys held, a quarter full at most (room to grow twofold)."""
         bits = _MIN_BITS
-        while (1 << bits) < 2 * _LOAD * self._length:
+        while (1 << bits) < 2 * _LOAD * max(self._length, self._expected):
             bits += 1
         self._bits = bits
         self._table = np.full(1 << bits, _EMPTY, np.int32)

@@ -122,7 +122,7 @@ class CacheStore:
         self.slab: RowSlab | None = None
         # The lane's integer keys whose rows are in the slab, probed in bulk (see
         # ints_usable); held here or in _entries, never in both.
-        self.ints = IntKeys()
+        self.ints = IntKeys(settings.max_rows or 0)
         self._hits = self._misses = self._loads = self._load_failures = self._evictions = 0
 
     def __len__(self) -> int:

@@ -27,9 +27,10 @@ def keys(values: Any) -> np.ndarray:
     return np.asarray(values, np.int64)
 
 
-def test_probes_and_puts_agree_with_a_dict_over_many_random_rounds() -> None:
+@pytest.mark.parametrize("expected", [0, 5_000])  # sized on the way, or ahead of need
+def test_probes_and_puts_agree_with_a_dict_over_many_random_rounds(expected: int) -> None:
     rng = random.Random(7)
-    held = IntKeys()
+    held = IntKeys(expected)
     model: dict[int, tuple[int, float]] = {}
     for round_ in range(300):
         size = rng.choice([1, 3, 50, 2_000])
