@@ -20,6 +20,11 @@ the requests see now:
 * samples are grouped into windows of ``max(window_samples, limit // 2)`` requests (about
   half a round of the limit: long enough to average out one slow key, short enough to
   react within a few round trips);
+* after a window moves the limit, the answers of the requests already in flight are left
+  out of the next window: they were sent under the old limit, and a window of them says
+  nothing of the new one (counting them let the limit grow a second and third time
+  before any request sent at the first step's load had answered: a 2-core CI run saw 200
+  in flight against a knee of 32);
 * a window with a throttled request (HTTP 429/503, a timeout) multiplies the limit by
   ``backoff`` at once, without waiting for the window to fill, and at most once a window;
 * a window whose mean is above the target shrinks the limit by ``target / mean`` (the
@@ -140,6 +145,7 @@ class AdaptiveLimit:
         "_probe_sum",
         "_probing",
         "_settings",
+        "_settling",
         "_since_probe",
         "_sum",
         "_throttled",
@@ -155,6 +161,8 @@ class AdaptiveLimit:
         self._count = self._peak = 0
         self._sum = 0.0
         self._throttled_now = False
+        # Answers still to leave out: requests sent before the window moved the limit.
+        self._settling = 0
         self._probing = True  # the unloaded latency is measured first
         self._probe_count = self._since_probe = 0
         self._probe_sum = 0.0
@@ -191,15 +199,19 @@ class AdaptiveLimit:
         if self._probing:
             self._probe(latency, in_flight, throttled)
             return self.limit
+        if throttled and not self._throttled_now:
+            self._throttled_now = True
+            self._set(self._limit * settings.backoff)
+        if self._settling:
+            self._settling -= 1
+            return self.limit
         self._count += 1
         self._sum += latency
         if in_flight > self._peak:
             self._peak = in_flight
-        if throttled and not self._throttled_now:
-            self._throttled_now = True
-            self._set(self._limit * settings.backoff)
         if self._count >= max(settings.window_samples, int(self._limit) // 2):
-            self._close_window()
+            if self._close_window():
+                self._settling = in_flight - 1  # this answer is in, the rest still out
             self._since_probe += 1
             if self._since_probe >= settings.probe_every:
                 self._probing = True
@@ -232,8 +244,10 @@ class AdaptiveLimit:
             self._probe_sum = 0.0
             self._new_window()
 
-    def _close_window(self) -> None:
+    def _close_window(self) -> bool:
+        """Move the limit by the window's mean; whether it moved."""
         settings = self._settings
+        before = int(self._limit)
         mean = self._sum / self._count
         assert self._no_load is not None  # measured by the first probe
         target = self._no_load * settings.tolerance
@@ -248,6 +262,7 @@ class AdaptiveLimit:
                 step = self._limit * (gradient - 1) / 2
                 self._set(self._limit + max(step, headroom))
         self._new_window()
+        return int(self._limit) != before
 
     def _set(self, limit: float) -> None:
         settings = self._settings

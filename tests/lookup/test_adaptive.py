@@ -23,11 +23,15 @@ def probe(limit: AdaptiveLimit, latency: float = BASE) -> int:
 
 
 def window(limit: AdaptiveLimit, latency: float, *, in_flight: int | None = None) -> int:
-    """Feed one full window of equal samples; the limit after it."""
+    """Feed equal samples, as a closed loop at the limit answers, until the limit moves
+    (the requests sent under the old limit drain, then a window fills) or surely would
+    have; the limit after it."""
     before = limit.limit
     size = max(AdaptiveSettings().window_samples, before // 2)
-    for _ in range(size):
+    for _ in range(4 * size + 2 * before):
         limit.sample(latency, in_flight=before if in_flight is None else in_flight)
+        if limit.limit != before:
+            break
     return limit.limit
 
 
@@ -63,6 +67,20 @@ def test_does_not_grow_when_the_limit_is_not_used() -> None:
         window(limit, BASE, in_flight=3)
 
     assert limit.limit == 20
+
+
+def test_leaves_out_the_answers_sent_under_the_old_limit() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
+    probe(limit)
+    assert window(limit, BASE) == 149  # x1.5 (less a rounding), 100 in flight at the close
+
+    for _ in range(99):  # the other 99 were sent at 100 in flight: fast, and no news
+        limit.sample(BASE, in_flight=149)
+    assert limit.limit == 149  # counted, they would have grown it again, to 223
+    for _ in range(74):  # a window of requests sent at 149 in flight: past the knee
+        limit.sample(4 * BASE, in_flight=149)
+
+    assert limit.limit == 74  # halved: 149 * max(0.5, 10 / 20)
 
 
 def test_shrinks_by_the_gradient_when_latency_rises_above_the_target() -> None:
@@ -113,9 +131,8 @@ def test_finds_the_knee_and_recovers_after_an_overload() -> None:
     # give or take one step.
     assert min(settled) >= 200 and max(settled) <= 300
 
-    for _ in range(30):  # the store throttles everything for a while
+    for _ in range(3000):  # the store throttles everything for a while: one cut a window
         limit.sample(BASE, in_flight=limit.limit, throttled=True)
-        window(limit, BASE)
     assert limit.limit < 20
     for _ in range(100):  # and recovers
         window(limit, knee_latency(limit.limit))
