@@ -255,7 +255,7 @@ def main() -> None:
                     quota_section(url, quota),
                 )
             )
-        for latency, lookups in ((0.005, 5_000), (0.05, 5_000)):
+        for latency, lookups in ((0.005, 20_000), (0.05, 20_000)):
             text, _ = knee_section(latency, lookups)
             sections.append((f"(2) Knee at 200 in flight, {latency * 1e3:g} ms below", text))
         sections.append(("(3) Loopback Redis, 100,000 lookups, best of 3", redis_section(url)))

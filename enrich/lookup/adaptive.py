@@ -29,9 +29,12 @@ the requests see now:
   ``backoff`` at once, without waiting for the window to fill, and at most once a window;
 * a window whose mean is above the target shrinks the limit by ``target / mean`` (the
   gradient, at most halving it);
-* a window at or under the target whose requests used at least half the limit grows it
-  by half the gradient's step (at most x1.5) or by ``sqrt(limit)``, whichever is more; an
-  idle limit does not grow: its latency says nothing about more.
+* a window at or under the target whose requests used at least nine tenths of the limit
+  grows it by half the gradient's step (at most x1.5) or by ``sqrt(limit)``, whichever
+  is more; a limit the demand did not fill does not grow: its latency says nothing about
+  more (as TCP keeps an application-limited window, RFC 7661). With half, a bursty
+  demand grew the limit to twice what it used, and the next burst sent all of it at
+  once: 443 in flight against a knee at 200, where nine tenths peaked at 379.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ class AdaptiveLimit:
     Guarantees: ``limit`` stays within ``[minimum, maximum]`` (a probe pins it to
     ``min(probe_limit, maximum)``); outside a probe it never grows in a window with a
     throttled request or a mean latency above the target, nor in one that used less
-    than half of it; a throttled request lowers it at most once a window.
+    than nine tenths of it; a throttled request lowers it at most once a window.
     """
 
     __slots__ = (
@@ -255,7 +258,7 @@ class AdaptiveLimit:
             headroom = max(1.0, math.sqrt(self._limit))
             if mean > target:
                 self._set(self._limit * max(0.5, target / mean))
-            elif self._peak * 2 >= self._limit:
+            elif self._peak * 10 >= int(self._limit) * 9:  # the limit was (nearly) full
                 # Half the gradient's step up (at most x1.5): a full step overshoots a
                 # knee and swings around it.
                 gradient = min(2.0, target / mean) if mean > 0 else 2.0

@@ -83,6 +83,14 @@ def test_leaves_out_the_answers_sent_under_the_old_limit() -> None:
     assert limit.limit == 74  # halved: 149 * max(0.5, 10 / 20)
 
 
+def test_grows_only_when_the_demand_filled_the_limit() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
+    probe(limit)
+
+    assert window(limit, BASE, in_flight=80) == 100  # fast, but 80 used: nothing learnt
+    assert window(limit, BASE, in_flight=95) == 149
+
+
 def test_shrinks_by_the_gradient_when_latency_rises_above_the_target() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=100))
     probe(limit)  # the unloaded latency: 5 ms, the target 10 ms
