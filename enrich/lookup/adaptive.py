@@ -277,7 +277,7 @@ class AdaptiveLimit:
         self._limit = limit
 
     def _new_window(self) -> None:
-        self._count = self._peak = 0
+        self._count = self._peak = self._settling = 0
         self._sum = 0.0
         self._throttled_now = False
 

@@ -83,6 +83,20 @@ def test_leaves_out_the_answers_sent_under_the_old_limit() -> None:
     assert limit.limit == 74  # halved: 149 * max(0.5, 10 / 20)
 
 
+def test_a_probe_drains_what_the_old_limit_sent() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=1))
+    probe(limit)
+    for _ in range(50):  # a window: the limit grows, and the next probe starts
+        limit.sample(BASE, in_flight=100)
+    probe(limit)  # counts only answers within its pin: the old ones are gone by its end
+    assert limit.limit == 149
+
+    for _ in range(74):  # the first window after the probe counts from its first answer
+        limit.sample(BASE, in_flight=149)
+
+    assert limit.statistics().increases == 2  # it closed, and grew the limit again
+
+
 def test_grows_only_when_the_demand_filled_the_limit() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
     probe(limit)
