@@ -28,6 +28,7 @@ from tests.support.redis_server import (
     old_redis_binary,
     redis_server_binary,
 )
+from tests.support.stream_rows import rows_of
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -348,7 +349,7 @@ def test_a_task_checks_again_before_reading(
 
     going_on = RedisStreamReader(settings(server, failOnDataLoss="false"), schema, Counter())
     (part,) = going_on.partitions(start, end)
-    assert [r[0] for r in going_on.read(part)] == ids[15:]
+    assert [r[0] for r in rows_of(going_on.read(part))] == ids[15:]
     assert counts == [{"s": {"entries": 5, "lost": 1}}]
     reader.stop()
     going_on.stop()

@@ -16,6 +16,7 @@ from enrich.spark import register_data_sources
 from enrich.spark.streams.loss import FROM_KEY
 from enrich.spark.streams.read import LAST_SEQ, split_range
 from enrich.spark.streams.source import RedisStreamReader, StreamSettings
+from tests.support.stream_rows import rows_of
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -60,7 +61,7 @@ def fill(client: redis.Redis, n: int, start_ms: int = 1000) -> list[str]:
 
 
 def read_all(reader: RedisStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
-    return [[r[0] for r in reader.read(p)] for p in reader.partitions(start, end)]
+    return [[r[0] for r in rows_of(reader.read(p))] for p in reader.partitions(start, end)]
 
 
 def test_a_replay_reads_the_same_entries_in_each_partition(

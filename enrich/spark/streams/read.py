@@ -20,6 +20,7 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from .. import redis_options
+from .columnar import PageBatches, arrow_conversion
 from .loss import StreamDataLoss, detect_loss, parse_id, stream_info
 from .offsets import text
 
@@ -92,20 +93,29 @@ def stream_partitions(
 def read_partition(
     settings: StreamSettings, schema: StructType, partition: RedisStreamPartition, counter: Any
 ) -> Iterator[Any]:
-    """Every entry of the partition, as rows, in id order (paged ``XRANGE``)."""
+    """Every entry of the partition in id order (paged ``XRANGE``): a record batch a page
+    (:mod:`~enrich.spark.streams.columnar`), or rows where pyspark cannot take batches."""
     decoder = settings.decoder(schema, partition.stream)
+    conversion = arrow_conversion(schema)
+    batches = PageBatches(decoder, schema, conversion) if conversion is not None else None
     client: Any = redis_options.connect(settings.url)
     lost = 0
     try:
         if partition.committed is not None:
             lost = _check_before_reading(settings, client, partition)
+        if batches is not None:  # XRANGE's reply as hiredis parsed it: no dict per entry
+            client.set_response_callback("XRANGE", _raw)
         after = partition.after
         while True:
             page = client.xrange(partition.stream, f"({after}", partition.until, count=PAGE)
-            for entry_id, fields in page:
-                row = decoder.row(entry_id, fields)
-                if row is not None:
-                    yield row
+            if batches is not None:
+                if page:
+                    yield batches.batch(page)
+            else:
+                for entry_id, fields in page:
+                    row = decoder.row(entry_id, fields)
+                    if row is not None:
+                        yield row
             if len(page) < PAGE:
                 break
             after = text(page[-1][0])
@@ -117,6 +127,10 @@ def read_partition(
             counts["lost"] = lost
         if counter is not None and counts:
             counter.add({partition.stream: counts})
+
+
+def _raw(response: Any, **_: Any) -> Any:
+    return response
 
 
 def _check_before_reading(settings: StreamSettings, client: Any, part: RedisStreamPartition) -> int:
