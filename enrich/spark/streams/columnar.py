@@ -73,7 +73,10 @@ def arrow_conversion(schema: StructType) -> tuple[pa.Schema, list[Callable[[Any]
         from pyspark.sql.conversion import LocalDataToArrowConversion
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        arrow = to_arrow_schema(schema, timezone="UTC")
+        try:  # as pyspark's own reader asks it (4.2+ names the zone)
+            arrow = to_arrow_schema(schema, timezone="UTC")
+        except TypeError:  # 4.1: timestamps in UTC by default
+            arrow = to_arrow_schema(schema)
         converters = [LocalDataToArrowConversion._create_converter(f.dataType) for f in schema]
     except (ImportError, TypeError, AttributeError):  # pragma: no cover - other pyspark
         return None
