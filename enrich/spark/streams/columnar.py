@@ -121,8 +121,13 @@ class PageBatches:
         fields = [entry[1] for entry in page]
         names = fields[0][0::2]
         n = len(page)
-        if len(set(names)) != len(names) or [f[0::2] for f in fields].count(names) != n:
-            raise _Fallback  # shapes differ, or a field is repeated (the last one counts)
+        # One shape: as many fields everywhere, each name in its place in every entry,
+        # and no name twice (then the last one counts: the row lane's dict).
+        if len(set(names)) != len(names) or [len(f) for f in fields].count(2 * len(names)) != n:
+            raise _Fallback
+        for k, name in enumerate(names):
+            if [f[2 * k] for f in fields].count(name) != n:
+                raise _Fallback
         position = {name: 2 * i + 1 for i, name in enumerate(names)}
         arrays: list[pa.Array] = []
         missing: list[str] = []
