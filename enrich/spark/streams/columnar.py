@@ -103,7 +103,7 @@ class PageBatches:
             else [
                 (field.name, name or None, field.dataType, self.arrow.field(i).type, convert)
                 for i, (field, (_, name, convert)) in enumerate(
-                    zip(schema.fields, decoder._columns, strict=True)
+                    zip(schema.fields, decoder.columns, strict=True)
                 )
             ]
         )
@@ -133,7 +133,7 @@ class PageBatches:
         missing: list[str] = []
         for i, (column, name, spark_type, arrow_type, convert) in enumerate(self._plan):
             if name is None or convert is None:
-                if i == self.decoder._corrupt:  # a clean page has no corrupt record
+                if i == self.decoder.corrupt_position:  # a clean page has no corrupt record
                     arrays.append(pa.nulls(n, arrow_type))
                 else:
                     arrays.append(_text([entry[0] for entry in page], arrow_type))

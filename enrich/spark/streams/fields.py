@@ -196,6 +196,17 @@ class EntryDecoder:
                 converter = _converter(field.name, field.dataType)
                 self._columns.append((field.name, field.name.encode(), converter))
 
+    @property
+    def columns(self) -> list[tuple[str, bytes, Callable[[bytes], Any] | None]]:
+        """Per output column: its name, the entry field it holds, and the converter of
+        that field's value (None: the entry id or the corrupt-record column)."""
+        return self._columns
+
+    @property
+    def corrupt_position(self) -> int | None:
+        """The corrupt-record column's position in the output, if the schema names it."""
+        return self._corrupt
+
     def row(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> tuple[Any, ...] | None:
         """One output row; None for a malformed entry in ``DROPMALFORMED`` mode.
 
