@@ -104,6 +104,10 @@ def _text(column: pa.Array, spark_type: Any) -> pa.Array:
     is_text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
     if is_text and not pc.any(pc.match_substring_regex(column, _NEEDS_ESCAPE)).as_py():
         return pc.cast(column, pa.binary())
+    if pa.types.is_floating(kind) and pc.all(pc.is_finite(column)).as_py() is not False:
+        # Every value finite: repr at C speed, as codec.float_text writes a finite value.
+        texts = pa.array(map(repr, column.fill_null(0).to_pylist()), pa.string())
+        return pc.if_else(column.is_valid(), pc.cast(texts, pa.binary()), None)
     encode = codec.field_encoder(spark_type)
     if _is_plain(kind):  # numbers, dates, times: their text holds nothing to escape
         return pa.array(
