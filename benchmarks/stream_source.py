@@ -5,7 +5,10 @@ default split (``partitionsPerStream`` = the session's parallelism), side by sid
 one stream with auto ids (pipelined, so they span a few seconds of ids), then read, typed
 by a schema, into Spark's ``noop`` sink: as a batch read, and as a streaming query with
 ``Trigger.AvailableNow`` and a fresh checkpoint. The two settings alternate round by
-round and the best round of each counts (the machine is shared).
+round and the best round of each counts (the machine is shared). Before Spark starts,
+one partition's Python work is compared in this process: the rows the source yielded
+before it built Arrow batches (with pyspark's conversion of each row) against the page
+batches it yields now.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -72,6 +76,83 @@ def stream_read(spark: Any, url: str, parts: int | None) -> float:
 READS = (("batch read", batch_read), ("streaming, AvailableNow", stream_read))
 
 
+def lanes(url: str) -> list[list[Any]] | None:
+    """One partition's Python work in this process, the whole stream in XRANGE pages:
+    rows as the source yielded them before 2026-11-25 (redis-py's dict per entry, the
+    decoder's tuple, pyspark's conversion of each row to Arrow) against the page batches
+    it yields now (:mod:`enrich.spark.streams.columnar`). Best of ``REPEAT``, alternating;
+    None when this pyspark has no row converter to compare with."""
+    try:
+        from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
+    except ImportError:  # pragma: no cover - other pyspark
+        return None
+    from pyspark.sql.types import StructType
+
+    from enrich.spark.streams.columnar import PageBatches, arrow_conversion
+    from enrich.spark.streams.fields import EntryDecoder
+    from enrich.spark.streams.read import PAGE
+
+    schema = StructType.fromJson(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": t, "nullable": True, "metadata": {}}
+                for n, t in (
+                    ("stream_id", "string"),
+                    ("order_id", "long"),
+                    ("user_id", "long"),
+                    ("amount", "double"),
+                )
+            ],
+        }
+    )
+    conversion = arrow_conversion(schema)
+    assert conversion is not None
+
+    class Source:
+        def name(self) -> str:
+            return "redis-stream"
+
+    def pages(client: Any) -> Iterator[Any]:
+        after = "-"
+        while True:
+            page = client.xrange("orders", after, "+", count=PAGE)
+            yield page
+            if len(page) < PAGE:
+                return
+            last = page[-1][0]
+            after = "(" + (last.decode() if isinstance(last, bytes) else str(last))
+
+    def rows() -> int:
+        client = redis.Redis.from_url(url)
+        decoder = EntryDecoder(schema)
+        out = (decoder.row(i, f) for page in pages(client) for i, f in page)
+        n = sum(b.num_rows for b in records_to_arrow_batches(out, 10_000, schema, Source()))
+        client.close()
+        return n
+
+    def batches() -> int:
+        client = redis.Redis.from_url(url)
+        client.set_response_callback("XRANGE", lambda response, **_: response)
+        lane = PageBatches(EntryDecoder(schema), schema, conversion)
+        n = sum(lane.batch(page).num_rows for page in pages(client) if page)
+        client.close()
+        return n
+
+    best = {"rows": float("inf"), "batches": float("inf")}
+    for _ in range(REPEAT):
+        for name, run in (("rows", rows), ("batches", batches)):
+            started = time.perf_counter()
+            assert run() == ENTRIES
+            best[name] = min(best[name], time.perf_counter() - started)
+    per = {k: v / ENTRIES * 1e6 for k, v in best.items()}
+    return [
+        ["rows: redis-py's dict, the decoder's tuple, pyspark's row -> Arrow", per["rows"], 1.0],
+        ["page batches: XRANGE's raw reply, a column at a time", per["batches"],
+         per["rows"] / per["batches"]],
+    ]  # fmt: skip
+
+
 def main() -> None:
     load_before = os.getloadavg()[0]
     spark = start_spark()
@@ -82,6 +163,7 @@ def main() -> None:
     try:
         with local_redis() as url:
             fill(url)
+            in_process = lanes(url)
             batch_read(spark, url, 1)  # warm-up: workers, imports
             for _ in range(REPEAT):
                 for kind, run in (
@@ -94,7 +176,7 @@ def main() -> None:
                         print(f"{kind}, {label}: {rate:,.0f} entries/s")
     finally:
         spark.stop()
-    rows = []
+    rows: list[list[Any]] = []
     for kind in ("batch read", "streaming, AvailableNow"):
         one = best[(kind, "1 partition")]
         split = best[(kind, f"default ({PARTITIONS})")]
@@ -107,7 +189,18 @@ def main() -> None:
                 f"{ENTRIES:,} entries, one stream, local[{PARTITIONS}], schema-typed, noop sink, "
                 f"best of {REPEAT}",
                 table(["read", "1 partition (rows/s)", "default split (rows/s)", "ratio"], rows),
-            )
+            ),
+            *(
+                []
+                if in_process is None
+                else [
+                    (
+                        f"One partition's Python work in one process, {ENTRIES:,} entries in "
+                        f"XRANGE pages, best of {REPEAT}",
+                        table(["what the source yields", "us per entry", "speed-up"], in_process),
+                    )
+                ]
+            ),
         ],
         notes=(
             "Target (issue 18): >= 1.8x one partition. A split can only pay when a second "
