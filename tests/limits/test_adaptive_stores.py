@@ -38,7 +38,10 @@ async def test_auto_keeps_requests_in_flight_near_the_knee(service: StartService
     # machine too); how closely it follows the knee is measured by benchmarks/limits.py.
     assert await peak_in_flight(base) < 200
     assert stats is not None and stats.decreases >= 1 and stats.limit < 200
-    assert stats.target_latency is not None and stats.target_latency < 0.1
+    # The probe has ended and set a target. Not bounded here: it is twice the unloaded
+    # latency as this machine measures it, which a busy machine inflates (0.103 s once in
+    # CI for a 10 ms service); tests/lookup/test_adaptive.py pins it with a fake clock.
+    assert stats.target_latency is not None
 
 
 @pytest.mark.asyncio
