@@ -5,6 +5,9 @@ The engine imports no pyspark; Spark lives in :mod:`enrich.spark` and :mod:`enri
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     DecodeError as DecodeError,
     EnrichError as EnrichError,
@@ -13,48 +16,98 @@ from ._errors import (
     SchemaError as SchemaError,
     SourceUnavailable as SourceUnavailable,
 )
-from .engine.clock import Clock as Clock, LoopClock as LoopClock
-from .engine.function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
-from .engine.model import (
-    OperatorStatistics as OperatorStatistics,
-    OutputMode as OutputMode,
-    Watermark as Watermark,
-)
-from .engine.retry import (
-    ExponentialBackoffRetry as ExponentialBackoffRetry,
-    FixedDelayRetry as FixedDelayRetry,
-    RetryStrategy as RetryStrategy,
-    is_retryable as is_retryable,
-    retry_on_empty as retry_on_empty,
-)
-from .engine.runtime import pop_process_local as pop_process_local, process_local as process_local
-from .engine.wait import (
-    AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
-    AsyncWaitIterator as AsyncWaitIterator,
-    WaitIterator as WaitIterator,
-    ordered_wait as ordered_wait,
-    ordered_wait_async as ordered_wait_async,
-    unordered_wait as unordered_wait,
-    unordered_wait_async as unordered_wait_async,
-)
-from .lookup.cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
-from .lookup.full_cache import (
-    DimensionTooLarge as DimensionTooLarge,
-    FullCache as FullCache,
-    FullCacheStatistics as FullCacheStatistics,
-)
-from .lookup.full_source import FullCacheSource as FullCacheSource
-from .lookup.iterators import (
-    lookup_chunks as lookup_chunks,
-    lookup_chunks_async as lookup_chunks_async,
-    lookup_rows as lookup_rows,
-)
-from .lookup.join import LookupJoin as LookupJoin
-from .lookup.joined import JoinedChunk as JoinedChunk
-from .lookup.metrics import JoinMetrics as JoinMetrics
-from .lookup.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
-from .lookup.settings import chunk_rows as chunk_rows
-from .lookup.source import LookupSource as LookupSource
+
+if TYPE_CHECKING:
+    from .engine.clock import Clock as Clock, LoopClock as LoopClock
+    from .engine.function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
+    from .engine.model import (
+        OperatorStatistics as OperatorStatistics,
+        OutputMode as OutputMode,
+        Watermark as Watermark,
+    )
+    from .engine.retry import (
+        ExponentialBackoffRetry as ExponentialBackoffRetry,
+        FixedDelayRetry as FixedDelayRetry,
+        RetryStrategy as RetryStrategy,
+        is_retryable as is_retryable,
+        retry_on_empty as retry_on_empty,
+    )
+    from .engine.runtime import (
+        pop_process_local as pop_process_local,
+        process_local as process_local,
+    )
+    from .engine.wait import (
+        AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
+        AsyncWaitIterator as AsyncWaitIterator,
+        WaitIterator as WaitIterator,
+        ordered_wait as ordered_wait,
+        ordered_wait_async as ordered_wait_async,
+        unordered_wait as unordered_wait,
+        unordered_wait_async as unordered_wait_async,
+    )
+    from .lookup.cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
+    from .lookup.full_cache import (
+        DimensionTooLarge as DimensionTooLarge,
+        FullCache as FullCache,
+        FullCacheStatistics as FullCacheStatistics,
+    )
+    from .lookup.full_source import FullCacheSource as FullCacheSource
+    from .lookup.iterators import (
+        lookup_chunks as lookup_chunks,
+        lookup_chunks_async as lookup_chunks_async,
+        lookup_rows as lookup_rows,
+    )
+    from .lookup.join import LookupJoin as LookupJoin
+    from .lookup.joined import JoinedChunk as JoinedChunk
+    from .lookup.metrics import JoinMetrics as JoinMetrics
+    from .lookup.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
+    from .lookup.settings import chunk_rows as chunk_rows
+    from .lookup.source import LookupSource as LookupSource
+
+# Where each public name lives, imported on first use (PEP 562): a process that needs one
+# part of the package (the Redis data sources' driver-side runner, which Spark starts
+# afresh for every streaming query) does not load the engine, the lookups and numpy.
+_LAZY: dict[str, str] = {
+    "Clock": ".engine.clock",
+    "LoopClock": ".engine.clock",
+    "AsyncFunction": ".engine.function",
+    "ResultFuture": ".engine.function",
+    "OperatorStatistics": ".engine.model",
+    "OutputMode": ".engine.model",
+    "Watermark": ".engine.model",
+    "ExponentialBackoffRetry": ".engine.retry",
+    "FixedDelayRetry": ".engine.retry",
+    "RetryStrategy": ".engine.retry",
+    "is_retryable": ".engine.retry",
+    "retry_on_empty": ".engine.retry",
+    "pop_process_local": ".engine.runtime",
+    "process_local": ".engine.runtime",
+    "AsyncWaitAsyncIterator": ".engine.wait",
+    "AsyncWaitIterator": ".engine.wait",
+    "WaitIterator": ".engine.wait",
+    "ordered_wait": ".engine.wait",
+    "ordered_wait_async": ".engine.wait",
+    "unordered_wait": ".engine.wait",
+    "unordered_wait_async": ".engine.wait",
+    "CacheStatistics": ".lookup.cache",
+    "LookupCache": ".lookup.cache",
+    "DimensionTooLarge": ".lookup.full_cache",
+    "FullCache": ".lookup.full_cache",
+    "FullCacheStatistics": ".lookup.full_cache",
+    "FullCacheSource": ".lookup.full_source",
+    "lookup_chunks": ".lookup.iterators",
+    "lookup_chunks_async": ".lookup.iterators",
+    "lookup_rows": ".lookup.iterators",
+    "LookupJoin": ".lookup.join",
+    "JoinedChunk": ".lookup.joined",
+    "JoinMetrics": ".lookup.metrics",
+    "Field": ".lookup.schema",
+    "Schema": ".lookup.schema",
+    "SchemaLike": ".lookup.schema",
+    "chunk_rows": ".lookup.settings",
+    "LookupSource": ".lookup.source",
+}
+
 
 __all__ = (
     # the operator
@@ -107,3 +160,16 @@ __all__ = (
     "SchemaError",
     "DimensionTooLarge",
 )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -32,7 +32,8 @@ import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 try:
     from pyspark.sql import DataFrame, SparkSession, types as T
@@ -43,31 +44,49 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from ..engine.model import OutputMode
-from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup import types
-from ..lookup.cache import LookupCache
 from ..lookup.ddl import parse_type
-from ..lookup.full_cache import FullCache
-from ..lookup.metrics import JoinMetrics
-from ..lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
-from ..lookup.source import LookupSource
-from .arrow import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
-from .data_sources import register_data_sources as register_data_sources
-from .keys import check_key_columns
-from .metrics.accumulator import (
-    EnrichMetricsListener,
-    batch_statistics,
-    names,
-    new_name,
-    register,
-    statistics as _statistics,
-)
-from .metrics.observed import metrics_field, observed, observed_statistics
-from .streams.metrics import (
-    StreamReadCounts as StreamReadCounts,
-    stream_statistics as stream_statistics,
-)
+from ..lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
+
+if TYPE_CHECKING:
+    from ..engine.retry import RetryStrategy
+    from ..lookup.cache import LookupCache
+    from ..lookup.full_cache import FullCache
+    from ..lookup.metrics import JoinMetrics
+    from ..lookup.source import LookupSource
+    from .data_sources import register_data_sources as register_data_sources
+    from .metrics.accumulator import (
+        EnrichMetricsListener as EnrichMetricsListener,
+        batch_statistics as batch_statistics,
+    )
+    from .metrics.observed import observed_statistics as observed_statistics
+    from .streams.metrics import (
+        StreamReadCounts as StreamReadCounts,
+        stream_statistics as stream_statistics,
+    )
+
+# Names of this package that live in its modules, imported on first use (PEP 562): a
+# process that runs only the Redis data sources (Spark starts their driver-side runner
+# afresh for every streaming query) does not load the join, its engine and numpy.
+_LAZY = {
+    "register_data_sources": ".data_sources",
+    "EnrichMetricsListener": ".metrics.accumulator",
+    "batch_statistics": ".metrics.accumulator",
+    "observed_statistics": ".metrics.observed",
+    "StreamReadCounts": ".streams.metrics",
+    "stream_statistics": ".streams.metrics",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = (
     "lookup_join",
@@ -208,6 +227,11 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
+    from ..lookup.source import LookupSource
+    from .arrow import JoinPlan, enrich_batches
+    from .metrics.accumulator import register
+    from .metrics.observed import metrics_field, observed
+
     if not isinstance(source, LookupSource):
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
@@ -263,6 +287,8 @@ def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> 
 
 
 def _join_name(name: str | None) -> str:
+    from .metrics.accumulator import new_name
+
     if name is None:
         return new_name()
     if not isinstance(name, str) or not name:
@@ -304,6 +330,8 @@ def _join_columns(
         ValueError: a key column is missing or of a type keys cannot have, or an added
             column's name is already taken (the message names it).
     """
+    from .keys import check_key_columns
+
     positions = _key_positions(schema.names, settings.on, on)
     check_key_columns(schema, positions)
     columns = tuple(settings.prefix + f for f in source.schema.names)
@@ -336,11 +364,15 @@ def statistics(name: str) -> JoinMetrics:
         LookupError: no join of that name was created in this driver process (or it
             ran under Spark Connect, which has no accumulators).
     """
-    return _statistics(name)
+    from .metrics.accumulator import statistics as cumulative
+
+    return cumulative(name)
 
 
 def join_names() -> list[str]:
     """The names of the lookup joins (and SQL lookups) created in this driver."""
+    from .metrics.accumulator import names
+
     return names()
 
 

@@ -28,18 +28,9 @@ from ..lookup.joined import JoinedChunk
 from ..lookup.lane.columnar import ColumnarSource
 from ..lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
 from ..lookup.metrics import JoinMetrics
-from ..lookup.settings import JoinSettings
+from ..lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ..lookup.source import LookupSource
 from .metrics.rows import METRICS_COLUMN, METRICS_TYPE, metrics_batch, no_metrics
-
-# Rows in flight per task for Spark lookups, unless set. Chunks are a quarter of that
-# (32768 rows), more than the 10,000 rows of the Arrow batches Spark hands over
-# (spark.sql.execution.arrow.maxRecordsPerBatch), so a chunk is one whole input batch
-# and about thirteen batches' requests overlap. Chosen by measurement (lane side by
-# side, benchmarks/results/spark.md): 32768 split each batch into 8192 + 1808 rows and
-# ran at 0.7-0.8 of this, 65536 at 0.8-0.9; the per-chunk costs (dictionary encoding,
-# a future, one decode and one take) favour few, large chunks.
-DEFAULT_SPARK_CAPACITY = 131072
 
 
 @dataclass(frozen=True)

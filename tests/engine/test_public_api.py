@@ -17,9 +17,22 @@ def test_all_names_exist_and_are_unique() -> None:
 
 
 def test_public_names_are_exactly_all() -> None:
-    public = {n for n in vars(enrich) if not n.startswith("_")} - {"annotations"}
+    # dir(): the names are loaded on first use (PEP 562), vars() holds the loaded ones.
+    public = {n for n in dir(enrich) if not n.startswith("_")}
+    public -= {"annotations", "import_module", "TYPE_CHECKING", "Any"}
     modules = {n for n in public if type(getattr(enrich, n)).__name__ == "module"}
     assert public - modules == set(enrich.__all__)
+
+
+def test_the_package_loads_its_parts_on_first_use() -> None:
+    # The Redis data sources' runners import enrich.spark.streams / sink: the package
+    # must not load the engine, the lookups and numpy with them.
+    code = (
+        "import sys, enrich; loaded = 'numpy' in sys.modules or 'enrich.lookup.cache' in "
+        "sys.modules; print(loaded, enrich.LookupCache.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "enrich.lookup.cache"]
 
 
 def test_the_engine_imports_no_pyspark() -> None:
