@@ -5,8 +5,7 @@ The engine imports no pyspark; Spark lives in :mod:`enrich.spark` and :mod:`enri
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import (
     DecodeError as DecodeError,
@@ -16,6 +15,7 @@ from ._errors import (
     SchemaError as SchemaError,
     SourceUnavailable as SourceUnavailable,
 )
+from ._lazy import loader as _loader
 
 if TYPE_CHECKING:
     from .engine.clock import Clock as Clock, LoopClock as LoopClock
@@ -162,13 +162,7 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _loader(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

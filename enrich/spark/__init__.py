@@ -32,7 +32,6 @@ import shutil
 import sys
 from collections.abc import Sequence
 from functools import partial
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -43,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
     ) from exc
 
+from .._lazy import loader as _loader
 from ..engine.model import OutputMode
 from ..engine.settings import DEFAULT_TIMEOUT
 from ..lookup import types
@@ -79,13 +79,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _loader(__name__, _LAZY, globals())
 
 
 __all__ = (
