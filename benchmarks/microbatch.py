@@ -29,8 +29,8 @@ from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
 
 from ._report import table, write
+from ._streams import ORDER_SCHEMA, fill_stream
 from .lookup import KEYS, load_users
-from .pipeline import ORDER_SCHEMA, fill_stream
 from .spark import PARTITIONS, SCHEMA, start_spark
 
 ROWS = int(os.environ.get("ENRICH_BENCH_MICROBATCH_ROWS", 5_000))

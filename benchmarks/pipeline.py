@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -43,32 +42,13 @@ from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
 
 from ._report import table, write
+from ._streams import ORDER_SCHEMA, STREAM, fill_stream
 from .lookup import KEYS, load_users
 from .spark import PARTITIONS, SCHEMA, orders, start_spark
 
 ROWS = int(os.environ.get("ENRICH_BENCH_PIPELINE_ROWS", 300_000))
 REPEAT = 2  # best of: the machine is shared and noisy
-STREAM = "orders"
-ORDER_SCHEMA = "stream_id string, order_id long, user_id long, amount double"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def fill_stream(url: str, rows: int, seed: int = 11, stream: str = STREAM) -> None:
-    """``rows`` entries in ``stream`` (pipelined XADD, not timed)."""
-    rng = random.Random(seed)
-    client = redis.Redis.from_url(url)
-    client.delete(stream)
-    for start in range(0, rows, 10_000):
-        with client.pipeline(transaction=False) as pipe:
-            for order_id in range(start, min(rows, start + 10_000)):
-                fields = {
-                    "order_id": order_id,
-                    "user_id": rng.randrange(KEYS),
-                    "amount": round(rng.random() * 100, 2),
-                }
-                pipe.xadd(stream, fields)  # type: ignore[arg-type]
-            pipe.execute()
-    client.close()
 
 
 def _clear_targets(client: redis.Redis) -> None:
@@ -268,7 +248,7 @@ def main() -> None:
             with longest_command(url) as longest:
                 rates["tx"] = best(lambda: stream_job(spark, url, "tx"))
             rates["txa"] = best(lambda: stream_job(spark, url, "tx", atomic=True))
-            from . import microbatch  # it reuses this module's stream and schema
+            from . import microbatch
 
             per_batch = microbatch.section(spark, url)
             spark.stop()

@@ -34,8 +34,8 @@ from enrich.spark.sink.codec import pack
 from enrich.spark.sink.rows import STEP_ROWS
 
 from ._report import table, write
+from ._streams import ORDER_SCHEMA, STREAM, fill_stream
 from .lookup import load_users
-from .pipeline import ORDER_SCHEMA, STREAM, fill_stream
 from .spark import SCHEMA, start_spark
 
 SIZES = [int(n) for n in os.environ.get("ENRICH_BENCH_COMMIT", "10000,100000,1000000").split(",")]

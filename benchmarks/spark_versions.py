@@ -8,7 +8,7 @@ Redis keys (``local[2]``, noop sink):
 - ``lookup_join`` on its defaults, without and with ``observe=True`` (the metrics rows
   and ``DataFrame.observe`` that streaming joins carry: their cost is the ratio);
 - the SQL function from ``register_lookup`` (an Arrow UDF on 4.1+, a pandas UDF on the
-  same lane before: :mod:`enrich.spark.sql_pandas`);
+  same lane before: :mod:`enrich.spark.sql.pandas_udf`);
 - an Arrow passthrough (``mapInArrow`` appending null columns), the floor of any Python
   stage, to compare versions on a shared, noisy machine.
 
@@ -47,7 +47,7 @@ def main() -> None:
     import pyspark
 
     from enrich.spark import lookup_join
-    from enrich.spark.sql import register_lookup
+    from enrich.spark.sql.functions import register_lookup
 
     spark = start_spark()
     try:

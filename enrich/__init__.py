@@ -45,13 +45,17 @@ if TYPE_CHECKING:
         unordered_wait as unordered_wait,
         unordered_wait_async as unordered_wait_async,
     )
-    from .lookup.cache import CacheStatistics as CacheStatistics, LookupCache as LookupCache
-    from .lookup.full_cache import (
+    from .lookup.cache.full import (
         DimensionTooLarge as DimensionTooLarge,
         FullCache as FullCache,
         FullCacheStatistics as FullCacheStatistics,
     )
-    from .lookup.full_source import FullCacheSource as FullCacheSource
+    from .lookup.cache.full_source import FullCacheSource as FullCacheSource
+    from .lookup.cache.settings import (
+        CacheStatistics as CacheStatistics,
+        LookupCache as LookupCache,
+    )
+    from .lookup.dimension.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
     from .lookup.iterators import (
         lookup_chunks as lookup_chunks,
         lookup_chunks_async as lookup_chunks_async,
@@ -60,7 +64,6 @@ if TYPE_CHECKING:
     from .lookup.join import LookupJoin as LookupJoin
     from .lookup.joined import JoinedChunk as JoinedChunk
     from .lookup.metrics import JoinMetrics as JoinMetrics
-    from .lookup.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
     from .lookup.settings import chunk_rows as chunk_rows
     from .lookup.source import LookupSource as LookupSource
 
@@ -89,21 +92,21 @@ _LAZY: dict[str, str] = {
     "ordered_wait_async": ".engine.wait",
     "unordered_wait": ".engine.wait",
     "unordered_wait_async": ".engine.wait",
-    "CacheStatistics": ".lookup.cache",
-    "LookupCache": ".lookup.cache",
-    "DimensionTooLarge": ".lookup.full_cache",
-    "FullCache": ".lookup.full_cache",
-    "FullCacheStatistics": ".lookup.full_cache",
-    "FullCacheSource": ".lookup.full_source",
+    "CacheStatistics": ".lookup.cache.settings",
+    "LookupCache": ".lookup.cache.settings",
+    "DimensionTooLarge": ".lookup.cache.full",
+    "FullCache": ".lookup.cache.full",
+    "FullCacheStatistics": ".lookup.cache.full",
+    "FullCacheSource": ".lookup.cache.full_source",
     "lookup_chunks": ".lookup.iterators",
     "lookup_chunks_async": ".lookup.iterators",
     "lookup_rows": ".lookup.iterators",
     "LookupJoin": ".lookup.join",
     "JoinedChunk": ".lookup.joined",
     "JoinMetrics": ".lookup.metrics",
-    "Field": ".lookup.schema",
-    "Schema": ".lookup.schema",
-    "SchemaLike": ".lookup.schema",
+    "Field": ".lookup.dimension.schema",
+    "Schema": ".lookup.dimension.schema",
+    "SchemaLike": ".lookup.dimension.schema",
     "chunk_rows": ".lookup.settings",
     "LookupSource": ".lookup.source",
 }

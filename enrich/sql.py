@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .spark.sql import (
+from .spark.sql.functions import (
     lookup_struct_type as lookup_struct_type,
     register_lookup as register_lookup,
 )
@@ -11,10 +11,10 @@ __all__ = ("register_lookup", "lookup_struct_type")
 
 
 def __getattr__(name: str) -> object:
-    # ``register_lookup_join`` (enrich.spark.sql_join): the table-shaped join needs Arrow
+    # ``register_lookup_join`` (enrich.spark.sql.join): the table-shaped join needs Arrow
     # UDTFs (pyspark >= 4.1), so it is imported on use only.
     if name == "register_lookup_join":
-        from .spark.sql_join import register_lookup_join
+        from .spark.sql.join import register_lookup_join
 
         return register_lookup_join
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

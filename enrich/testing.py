@@ -21,7 +21,7 @@ from typing import Any
 from ._errors import LookupFailed
 from .engine.function import AsyncFunction, ResultFuture
 from .engine.runtime import in_loop_thread
-from .lookup.schema import Schema
+from .lookup.dimension.schema import Schema
 
 
 class _FakeTimer:

@@ -35,39 +35,24 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import enrich
-from enrich.lookup.settings import JoinSettings
 from jobs._endpoints import Endpoint, sink, source as source_endpoint
 from jobs._files import ConfigError, read
+from jobs._lookups import (
+    DEAD_LETTER,
+    JOIN_KEYS,
+    LOOKUP_JOIN_KEYS,
+    LOOKUP_KEYS,
+    settings,
+    store,
+)
 from jobs._options import check_sink, check_source, did_you_mean
 
 __all__ = ("ConfigError", "JobConfig", "load", "parse")
 
-DEAD_LETTER = "dead_letter"
-_JOIN_KEYS = {
-    "store",
-    "on",
-    "how",
-    "mode",
-    "capacity",
-    "timeout",
-    "retry",
-    "cache",
-    "on_error",
-    "max_batch",
-    "prefix",
-    "error_column",
-    "name",
-    "shuffle",
-}
-_LOOKUP_KEYS = _JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
-# SQL table functions (jobs/sql_job.py): `name(TABLE(view))` joins the view's rows.
-_LOOKUP_JOIN_KEYS = (_JOIN_KEYS - {"mode", "name", "shuffle"}) | {"input"}
 _SECTIONS = {
     "stores": ("stores", "sources"),
     "source": ("source", "input"),
@@ -164,15 +149,15 @@ def parse(raw: dict[str, Any]) -> JobConfig:
     stores = {str(name): store(spec, f"stores.{name}") for name, spec in store_specs.items()}
     dead_letter = raw.get(DEAD_LETTER)
     joins = [
-        settings(join, f"joins[{i}]", stores, _JOIN_KEYS, dead_letter is not None)
+        settings(join, f"joins[{i}]", stores, JOIN_KEYS, dead_letter is not None)
         for i, join in enumerate(_section(raw, "joins", list, required=False))
     ]
     lookups = {
-        str(name): settings(spec, f"lookups.{name}", stores, _LOOKUP_KEYS, False)
+        str(name): settings(spec, f"lookups.{name}", stores, LOOKUP_KEYS, False)
         for name, spec in _section(raw, "lookups", dict, required=False).items()
     }
     lookup_joins = {
-        str(name): settings(spec, f"lookup_joins.{name}", stores, _LOOKUP_JOIN_KEYS, False)
+        str(name): settings(spec, f"lookup_joins.{name}", stores, LOOKUP_JOIN_KEYS, False)
         for name, spec in _section(raw, "lookup_joins", dict, required=False).items()
     }
     source_spec = _section(raw, "source", dict, required=False)
@@ -217,140 +202,6 @@ def _endpoint_warnings(config: JobConfig) -> list[str]:
                     f"console or a format with a batch writer)"
                 )
     return warnings
-
-
-def store(spec: Any, where: str) -> Any:
-    """A RedisLookup or HttpLookup from its config (``kind`` says which)."""
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be a mapping, got {spec!r}")
-    options = dict(spec)
-    kind = options.pop("kind", None)
-    options.pop("check_key", None)  # used by `enrich check` only
-    try:
-        if isinstance(options.get("job_rate_limit"), dict):  # {rate, redis_url, key, ...}
-            from connectors.ratelimit import JobRateLimit
-
-            options["job_rate_limit"] = JobRateLimit(**options["job_rate_limit"])
-        if kind == "redis":
-            from connectors.redis import RedisLookup
-
-            return RedisLookup(options.pop("url"), **options)
-        if kind == "http":
-            from connectors.http import HttpLookup
-
-            return HttpLookup(options.pop("url_template"), **options)
-    except KeyError as exc:
-        raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
-    except TypeError as exc:
-        message = _argument_error(exc)
-        if message.startswith("unknown setting"):
-            from connectors.http import HttpLookup
-            from connectors.redis import RedisLookup
-
-            known = _settings_of(RedisLookup if kind == "redis" else HttpLookup) | {
-                "kind",
-                "check_key",
-            }
-            bad = message.rsplit(" ", 1)[-1].strip("'")
-            message += f"{did_you_mean(bad, known)} (known: {', '.join(sorted(known))})"
-        raise ConfigError(f"{where}: {message}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    raise ConfigError(f"{where}.kind must be 'redis' or 'http', got {kind!r}")
-
-
-def _settings_of(cls: type) -> set[str]:
-    """A store class's settings: the parameters of its constructor."""
-    return {name for name in inspect.signature(cls).parameters if name != "self"}
-
-
-def settings(
-    spec: Any, where: str, stores: dict[str, Any], allowed: set[str], dead_letter: bool
-) -> dict[str, Any]:
-    """Keyword arguments for lookup_join / register_lookup, with objects built and checked.
-
-    ``on_error: dead_letter`` (the default when the job has a ``dead_letter`` sink) is
-    kept as it is: the job turns it into an error column it routes.
-    """
-    if not isinstance(spec, dict):
-        raise ConfigError(f"{where} must be a mapping, got {spec!r}")
-    out = dict(spec)
-    if "source" in out and "store" not in out:
-        out["store"] = out.pop("source")
-    unknown = sorted(set(out) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown setting(s) {unknown}{did_you_mean(unknown[0], allowed)} "
-            f"(known: {sorted(allowed)})"
-        )
-    name = out.pop("store", None)
-    if not isinstance(name, str) or name not in stores:
-        raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
-    out["source"] = stores[name]
-    if dead_letter:
-        out.setdefault("on_error", DEAD_LETTER)
-    if out.get("on_error") == DEAD_LETTER and not dead_letter:
-        raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
-    try:
-        if "cache" in out:
-            if not isinstance(out["cache"], dict):
-                raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
-            out["cache"] = cache(out["cache"])
-        if "retry" in out:
-            out["retry"] = retry(out["retry"])
-        _check(out)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    return out
-
-
-def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
-    """``{kind: partial, max_rows, ttl, ...}`` (the default kind) or ``{kind: full,
-    reload_interval | reload_at, initial_load, max_rows, max_bytes, ...}``."""
-    options = dict(spec)
-    kind = options.pop("kind", "partial")
-    if kind == "full":
-        return enrich.FullCache(**options)
-    if kind == "partial":
-        return enrich.LookupCache(**options)
-    raise ValueError(f"cache.kind must be 'partial' or 'full', got {kind!r}")
-
-
-def _check(join: dict[str, Any]) -> None:
-    """What lookup_join checks, without Spark: a bad value is named here, not mid-run."""
-    options = {k: v for k, v in join.items() if k not in ("source", "name", "shuffle", "input")}
-    if not isinstance(join.get("input", "input"), str):
-        raise ValueError(f"input must be the name of a view, got {join['input']!r}")
-    shuffle = join.get("shuffle", False)
-    if not (isinstance(shuffle, int) and (isinstance(shuffle, bool) or shuffle >= 1)):
-        raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")
-    if options.get("on_error") == DEAD_LETTER:
-        options["on_error"] = "error_column"
-    JoinSettings(**options)
-
-
-def retry(spec: Any) -> enrich.RetryStrategy:
-    if not isinstance(spec, dict):
-        raise ValueError(f"retry must be a mapping, got {spec!r}")
-    options = dict(spec)
-    kind = options.pop("kind", "fixed")
-    if options.pop("on_miss", False):
-        options["retry_on_result"] = enrich.retry_on_empty
-    if kind == "fixed":
-        return enrich.FixedDelayRetry(**options)
-    if kind == "exponential":
-        return enrich.ExponentialBackoffRetry(**options)
-    raise ValueError(f"retry.kind must be 'fixed' or 'exponential', got {kind!r}")
-
-
-def _argument_error(exc: TypeError) -> str:
-    # "__init__() got an unexpected keyword argument 'x'" -> "unknown setting 'x'"
-    text = str(exc)
-    if "unexpected keyword argument" in text:
-        return f"unknown setting {text.rsplit(' ', 1)[-1]}"
-    return text.split("() ", 1)[-1]
 
 
 def _section(raw: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:

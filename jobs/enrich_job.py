@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobs import _config, _entry, _streams
+from jobs import _config, _entry, _lookups, _streams
 from jobs._files import ConfigError
 
 
@@ -42,7 +42,7 @@ def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[st
         settings = dict(join)
         settings.setdefault("name", f"join_{i}")
         names.append(settings["name"])
-        if settings.get("on_error") == _config.DEAD_LETTER:
+        if settings.get("on_error") == _lookups.DEAD_LETTER:
             column = f"_enrich_error_{i}"
             settings.update(on_error="error_column", error_column=column)
             reasons.append(

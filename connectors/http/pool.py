@@ -15,9 +15,9 @@ from typing import Protocol
 import aiohttp
 from asyncio_throttle.throttler import Throttler
 
+from connectors.ratelimit.adaptive import AdaptiveLimit, process_limit
 from connectors.ratelimit.limiter import JobLimiter, limiter_for
 from connectors.slots import Slots
-from enrich.lookup.adaptive import AdaptiveLimit, process_limit
 
 from .settings import Settings
 
@@ -83,5 +83,5 @@ class Pool:
 
 
 def adaptive_key(settings: Settings) -> tuple[str, Settings]:
-    """The key of a source's adaptive limit in this process (see enrich.lookup.adaptive)."""
+    """The key of a source's adaptive limit in this process (see connectors.ratelimit.adaptive)."""
     return ("connectors.http", settings)

@@ -12,16 +12,16 @@ import aiohttp
 
 from connectors.loop_local import LoopLocal
 from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.limiter import close_limiter
-from enrich import DecodeError, LookupFailed, Schema
-from enrich.engine.checks import short
-from enrich.lookup.adaptive import (
+from connectors.ratelimit.adaptive import (
     AdaptiveLimit,
     LimitStatistics,
     forget_process_limit,
     peek_process_limit,
 )
-from enrich.lookup.schema import SchemaLike
+from connectors.ratelimit.limiter import close_limiter
+from enrich import DecodeError, LookupFailed, Schema
+from enrich.engine.checks import short
+from enrich.lookup.dimension.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
 from . import body
@@ -65,7 +65,7 @@ class HttpLookup:
       most at that rate together (see ``connectors.ratelimit.limiter``); an unreachable
       limiter slows requests to its fallback rate, it never fails them.
     * With ``concurrency="auto"``, requests in flight per process follow an adaptive
-      limit between 1 and ``max_connections`` (see ``enrich.lookup.adaptive``): it
+      limit between 1 and ``max_connections`` (see ``connectors.ratelimit.adaptive``): it
       backs off on 429, 503, timeouts and latency above the target.
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.

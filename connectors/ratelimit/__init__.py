@@ -1,8 +1,11 @@
-"""Job-wide rate limits: one budget of requests per second shared by every process of a job.
+"""The store's protections, shared by the connectors:
 
-``JobRateLimit`` is the setting (``RedisLookup(job_rate_limit=...)``,
-``HttpLookup(job_rate_limit=...)``); :mod:`connectors.ratelimit.limiter` holds the
-mechanism and its guarantees.
+* the job-wide rate limit: one budget of requests per second shared by every process
+  of a job. ``JobRateLimit`` is the setting (``RedisLookup(job_rate_limit=...)``,
+  ``HttpLookup(job_rate_limit=...)``); :mod:`.limiter` holds the mechanism and its
+  guarantees, :mod:`.bucket` the local fallback bucket;
+* the adaptive concurrency limit (``concurrency="auto"``): :mod:`.adaptive`, a
+  synchronous state machine the connectors feed with their requests' latencies.
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from connectors.ratelimit import JobRateLimit
+from connectors.ratelimit.adaptive import AdaptiveLimit, LimitStatistics, peek_process_limit
 from enrich import LookupFailed, Schema
-from enrich.lookup.adaptive import AdaptiveLimit, LimitStatistics, peek_process_limit
-from enrich.lookup.schema import SchemaLike
+from enrich.lookup.dimension.schema import SchemaLike
 from enrich.lookup.source import answers_as_completed
 
 from . import bounds, client, codec
@@ -303,7 +303,7 @@ class RedisLookup:
         as a step the caller runs on its own thread (see ``connectors.redis.arrow``)."""
         from .arrow import fetch_arrow  # pyarrow is needed only on this path
 
-        return await fetch_arrow(self, keys, struct_type)
+        return await fetch_arrow(self._settings, self.schema, self.lookup_many, keys, struct_type)
 
     def store_key(self, key: Any) -> bytes:
         """The Redis key of lookup key ``key`` (a full cache's snapshot is keyed by it).

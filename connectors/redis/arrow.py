@@ -30,9 +30,9 @@ a step for later (the lane runs it on the Spark task thread, see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,31 +45,37 @@ from .codec import Command
 from .config import LookupSettings, ValueFormat
 from .connection import Packed
 
-if TYPE_CHECKING:
-    from . import RedisLookup
+# The source's own lookup_many (the general path of fetch_arrow).
+LookupMany = Callable[[list[Any]], Awaitable[Mapping[Any, Any]]]
 
 
-async def fetch_arrow(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
-    """``source.fetch_arrow``: the requests of ``source.lookup_arrow``, made now, and its
-    decoding, returned as a step to run later on any thread (it reads only the replies
-    and settings captured here)."""
-    settings: LookupSettings = source._settings
+async def fetch_arrow(
+    settings: LookupSettings,
+    schema: Any,
+    lookup_many: LookupMany,
+    keys: pa.Array,
+    struct_type: pa.StructType,
+) -> Decode:
+    """``RedisLookup.fetch_arrow``: the requests of its ``lookup_arrow``, made now, and
+    their decoding, returned as a step to run later on any thread (it reads only the
+    replies and settings captured here). ``lookup_many`` is the source's own, for keys
+    the bulk path cannot take."""
     if settings.value is not ValueFormat.JSON or len(keys) == 0:
-        return await _general(source, keys, struct_type)
+        return await _general(lookup_many, keys, struct_type)
     text = _key_text(settings, keys)
     if text is None:  # keys the template cannot take in bulk: the general path
-        return await _general(source, keys, struct_type)
+        return await _general(lookup_many, keys, struct_type)
     endpoint = settings.connection.endpoint
     if endpoint.cluster or endpoint.is_sentinel:
-        replies = await _mget_by_command(source, keys, _rendered(settings, text))
+        replies = await _mget_by_command(settings, keys, _rendered(settings, text))
     else:
-        replies = await _mget_packed(source, keys, text)
+        replies = await _mget_packed(settings, keys, text)
     if replies is None:  # one denied key refuses a whole MGET: ask key by key
-        return await _general(source, keys, struct_type)
+        return await _general(lookup_many, keys, struct_type)
     values, errors = replies
     redis_keys = partial(_rendered, settings, text)  # only a value that fails needs them
     _fail_oversized(values, errors, keys, redis_keys, settings)
-    return partial(_decoded, values, redis_keys, settings, source.schema, struct_type, errors)
+    return partial(_decoded, values, redis_keys, settings, schema, struct_type, errors)
 
 
 Replies = tuple[list[bytes | None], dict[int, BaseException]]
@@ -99,12 +105,13 @@ def _fail_oversized(
             values[position] = None
 
 
-async def _mget_packed(source: RedisLookup, keys: pa.Array, text: pa.BinaryArray) -> Replies | None:
+async def _mget_packed(
+    settings: LookupSettings, keys: pa.Array, text: pa.BinaryArray
+) -> Replies | None:
     """One pipeline of MGETs of at most ``max_batch`` keys each, framed in RESP by Arrow
     compute and sent as they are (:class:`~connectors.redis.connection.Packed`): no key
     becomes a Python object. The values, aligned with the keys, and the errors by key
     position; None when the server denied a command (ACL)."""
-    settings = source._settings
     endpoint = settings.connection.endpoint
     framed = _framed(settings, text)
     _, offsets_buffer, data = framed.buffers()
@@ -135,11 +142,10 @@ async def _mget_packed(source: RedisLookup, keys: pa.Array, text: pa.BinaryArray
 
 
 async def _mget_by_command(
-    source: RedisLookup, keys: pa.Array, redis_keys: pa.BinaryArray
+    settings: LookupSettings, keys: pa.Array, redis_keys: pa.BinaryArray
 ) -> Replies | None:
     """The MGETs of :func:`_mget_packed` planned key by key (per slot on a cluster),
     in pipelines of at most ``max_batch`` keys, concurrently."""
-    settings = source._settings
     endpoint = settings.connection.endpoint
     wanted = list(enumerate(redis_keys.to_pylist()))
     commands = codec.plan(settings, wanted, cluster=endpoint.cluster)
@@ -161,10 +167,10 @@ async def _mget_by_command(
     return values, errors
 
 
-async def _general(source: RedisLookup, keys: pa.Array, struct_type: pa.StructType) -> Decode:
+async def _general(lookup_many: LookupMany, keys: pa.Array, struct_type: pa.StructType) -> Decode:
     """``lookup_many``'s answer, converted to columns by the decode step."""
     listed = keys.to_pylist()
-    found = await source.lookup_many(listed)
+    found = await lookup_many(listed)
     return partial(answer_from_mapping, listed, found, struct_type)
 
 

@@ -25,10 +25,10 @@ from redis.backoff import NoBackoff
 
 from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_text
+from connectors.ratelimit.adaptive import AdaptiveLimit, process_limit
 from connectors.ratelimit.limiter import JobLimiter, close_limiter, limiter_for
 from connectors.slots import Slots
 from enrich import LookupFailed, SourceUnavailable
-from enrich.lookup.adaptive import AdaptiveLimit, process_limit
 
 from .codec import Command
 from .config import ConnectionSettings, Endpoint
@@ -91,7 +91,7 @@ async def close_client(settings: ConnectionSettings) -> None:
 
 
 def adaptive_key(settings: ConnectionSettings) -> tuple[str, ConnectionSettings]:
-    """The key of a pool's adaptive limit in this process (see enrich.lookup.adaptive)."""
+    """The key of a pool's adaptive limit in this process (see connectors.ratelimit.adaptive)."""
     return (_REGISTRY, settings)
 
 

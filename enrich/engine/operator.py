@@ -26,13 +26,13 @@ from typing import Any
 from .._errors import LookupTimeout
 from .clock import Clock
 from .function import AsyncFunction, ResultFuture, has_default_error_handler, has_default_timeout
-from .invoke import invoker_for
+from .mailbox.invoke import invoker_for
+from .mailbox.output import Output
+from .mailbox.queue import Entry, OrderedQueue, Partial, UnorderedQueue
+from .mailbox.timers import Group, Timers
 from .model import OperatorStatistics, OutputMode, Watermark
-from .output import Output
-from .queue import Entry, OrderedQueue, Partial, UnorderedQueue
 from .retry import RetryStrategy
 from .runtime import maybe_await
-from .timers import Group, Timers
 
 log = logging.getLogger("enrich.operator")
 

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
+from .caller.consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
+from .caller.drive import Run, run_async, run_sync
 from .clock import Clock
-from .consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
-from .drive import Run, run_async, run_sync
 from .function import as_async_function
 from .model import OperatorStatistics, OutputMode
 from .operator import Operator

@@ -13,8 +13,8 @@ from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from ..engine.wait import AsyncWaitAsyncIterator, AsyncWaitIterator, _aiter
-from .cache import LookupCache
-from .full_cache import FullCache
+from .cache.full import FullCache
+from .cache.settings import LookupCache
 from .join import LookupJoin
 from .keys import admit_keys
 from .settings import DEFAULT_MAX_BATCH, JoinSettings

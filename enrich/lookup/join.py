@@ -14,10 +14,10 @@ and a row that times out leaves the shared request). Under UNORDERED, the rows o
 chunk that are answered leave at once, and free their capacity, without waiting for
 their chunk-mates.
 
-The join glues its parts: :mod:`~enrich.lookup.registry` (which chunks wait for which
-key, calls made, pending retries), :mod:`~enrich.lookup.batcher` (pending keys into
-requests), :mod:`~enrich.lookup.settle` (each answer cached, retried or handed on under
-the error policy), :mod:`~enrich.lookup.delivery` (answers into chunks, rows out); the
+The join glues its parts: :mod:`~enrich.lookup.inflight.registry` (which chunks wait for which
+key, calls made, pending retries), :mod:`~enrich.lookup.inflight.batcher` (pending keys into
+requests), :mod:`~enrich.lookup.inflight.settle` (each answer cached, retried or handed on under
+the error policy), :mod:`~enrich.lookup.inflight.delivery` (answers into chunks, rows out); the
 admission of chunks is its own.
 """
 
@@ -27,23 +27,21 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from connectors.ratelimit.adaptive import record_concurrency
+
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.retry import RetryStrategy
-from .adaptive import record_concurrency
-from .batcher import Batcher
-from .cache import CacheStatistics, LookupCache
-from .delivery import Delivery
-from .full_cache import FullCache
+from .cache.full import FullCache
+from .cache.settings import CacheStatistics, LookupCache
+from .inflight.batcher import Batcher
+from .inflight.delivery import Delivery
+from .inflight.registry import Chunk, Registry
+from .inflight.settle import _MISS_RESULT as _MISS_RESULT, Settler
 from .joined import NULL_KEY, Failed
 from .keys import BadKey, admit_keys
 from .metrics import JoinMetrics
-from .registry import Chunk, Registry
 from .settings import DEFAULT_MAX_BATCH, JoinSettings
-from .settle import (
-    _MISS_RESULT as _MISS_RESULT,  # the columnar lane's retries use it
-    Settler,
-)
 from .source import LookupSource
 
 
@@ -116,7 +114,7 @@ class LookupJoin(AsyncFunction):
 
     def _setup(self, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> None:
         if isinstance(settings.cache, FullCache):  # the snapshot answers: no store to fill
-            from .full_source import with_full_cache  # pyarrow, only when used
+            from .cache.full_source import with_full_cache
 
             source = with_full_cache(source, settings.cache, clock)
             settings = settings.without_cache()

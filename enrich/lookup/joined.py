@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import LookupTimeout
-from .cache import MISS
-from .log_limit import LogLimit
+from .cache.settings import MISS
+from .inflight.log_limit import LogLimit
 from .metrics import JoinMetrics
 
 log = logging.getLogger("enrich.lookup")

@@ -19,8 +19,8 @@ from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
 
 if TYPE_CHECKING:
-    from .cache import LookupCache
-    from .full_cache import FullCache
+    from .cache.full import FullCache
+    from .cache.settings import LookupCache
 
 HOWS = ("left", "inner")
 ON_ERROR = ("fail", "null", "drop", "error_column")
@@ -100,8 +100,8 @@ class JoinSettings:
         prefix: str = "",
         error_column: str = "enrich_error",
     ) -> None:
-        from .cache import LookupCache  # here: the caches load numpy, a Spark job's
-        from .full_cache import FullCache  # data sources need neither
+        from .cache.full import FullCache
+        from .cache.settings import LookupCache
 
         checked = {
             "how": check_choice("how", how, HOWS),
@@ -123,7 +123,7 @@ class JoinSettings:
 
     def without_cache(self) -> JoinSettings:
         """These settings with ``cache=None`` (a full cache, once its source is wrapped
-        in a :class:`~enrich.lookup.full_source.FullCacheSource`, needs no store)."""
+        in a :class:`~enrich.lookup.cache.full_source.FullCacheSource`, needs no store)."""
         settings = copy.copy(self)
         object.__setattr__(settings, "cache", None)
         return settings

@@ -27,59 +27,56 @@ in-flight lookups before its task returns; a replayed batch simply looks up agai
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-from collections.abc import Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 try:
-    from pyspark.sql import DataFrame, SparkSession, types as T
-    from pyspark.sql.types import DataType, StringType, StructField, StructType
+    import pyspark  # noqa: F401  (checked here: every name below needs it)
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
     ) from exc
 
-from .._lazy import loader as _loader
-from ..engine.model import OutputMode
-from ..engine.settings import DEFAULT_TIMEOUT
-from ..lookup import types
-from ..lookup.ddl import parse_type
-from ..lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
+from .._lazy import loader as _loader, moved as _moved
 
 if TYPE_CHECKING:
-    from ..engine.retry import RetryStrategy
-    from ..lookup.cache import LookupCache
-    from ..lookup.full_cache import FullCache
-    from ..lookup.metrics import JoinMetrics
-    from ..lookup.source import LookupSource
     from .data_sources import register_data_sources as register_data_sources
+    from .join.dataframe import lookup_join as lookup_join, route_by_key as route_by_key
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
         batch_statistics as batch_statistics,
+        join_names as join_names,
+        statistics as statistics,
     )
     from .metrics.observed import observed_statistics as observed_statistics
+    from .session import session as session
     from .streams.metrics import (
         StreamReadCounts as StreamReadCounts,
         stream_statistics as stream_statistics,
     )
+    from .types import spark_type as spark_type
 
-# Names of this package that live in its modules, imported on first use (PEP 562): a
-# process that runs only the Redis data sources (Spark starts their driver-side runner
-# afresh for every streaming query) does not load the join, its engine and numpy.
+# Where each name lives, imported on first use (PEP 562): a process that runs only the
+# Redis data sources (Spark starts their driver-side runner afresh for every streaming
+# query) does not load the join, its engine and numpy.
 _LAZY = {
-    "register_data_sources": ".data_sources",
-    "EnrichMetricsListener": ".metrics.accumulator",
+    "lookup_join": ".join.dataframe",
+    "route_by_key": ".join.dataframe",
+    "statistics": ".metrics.accumulator",
     "batch_statistics": ".metrics.accumulator",
+    "join_names": ".metrics.accumulator",
+    "EnrichMetricsListener": ".metrics.accumulator",
     "observed_statistics": ".metrics.observed",
+    "spark_type": ".types",
+    "session": ".session",
+    "register_data_sources": ".data_sources",
     "StreamReadCounts": ".streams.metrics",
     "stream_statistics": ".streams.metrics",
 }
 
-
 __getattr__ = _loader(__name__, _LAZY, globals())
+
+# Paths the docs showed before the join and the SQL forms got rooms of their own.
+_moved(__name__, {"arrow": "join.batches", "sql_join": "sql.join", "sql_pandas": "sql.pandas_udf"})
 
 
 __all__ = (
@@ -93,303 +90,6 @@ __all__ = (
     "session",
 )
 
-_SPARK_TYPES: dict[str, DataType] = {
-    "string": T.StringType(),
-    "tinyint": T.ByteType(),
-    "smallint": T.ShortType(),
-    "int": T.IntegerType(),
-    "bigint": T.LongType(),
-    "float": T.FloatType(),
-    "double": T.DoubleType(),
-    "boolean": T.BooleanType(),
-    "binary": T.BinaryType(),
-    "date": T.DateType(),
-    "timestamp": T.TimestampType(),
-    "timestamp_ntz": T.TimestampNTZType(),
-}
 
-
-def spark_type(type_: types.DataType | str) -> DataType:
-    """The Spark type of a dimension type, or of its DDL text: ``"bigint"`` is
-    ``LongType()``, ``"array<decimal(10,2)>"`` is ``ArrayType(DecimalType(10, 2))``.
-
-    Nested elements, map values and struct fields are nullable unless declared
-    ``NOT NULL`` (map keys never are), as in Spark.
-    """
-    if isinstance(type_, str):
-        type_ = parse_type(type_)
-    if isinstance(type_, types.AtomicType):
-        return _SPARK_TYPES[type_.name]
-    if isinstance(type_, types.DecimalType):
-        return T.DecimalType(type_.precision, type_.scale)
-    if isinstance(type_, types.ArrayType):
-        return T.ArrayType(spark_type(type_.element), containsNull=True)
-    if isinstance(type_, types.MapType):
-        return T.MapType(spark_type(type_.key), spark_type(type_.value), valueContainsNull=True)
-    if isinstance(type_, types.StructType):
-        return StructType(
-            [StructField(f.name, spark_type(f.type), nullable=f.nullable) for f in type_.fields]
-        )
-    raise TypeError(f"not a dimension type: {type_!r}")
-
-
-def lookup_join(
-    df: DataFrame,
-    source: LookupSource,
-    *,
-    on: str | Sequence[str],
-    how: str = "left",
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_SPARK_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    cache: LookupCache | FullCache | None = None,
-    on_error: str = "fail",
-    max_batch: int = DEFAULT_MAX_BATCH,
-    prefix: str = "",
-    error_column: str = "enrich_error",
-    name: str | None = None,
-    observe: bool | None = None,
-    shuffle: bool | int = False,
-) -> DataFrame:
-    """Join every row of ``df`` with the rows its key finds in ``source``.
-
-    Works on batch and streaming DataFrames alike, and joins can be chained.
-
-    Args:
-        df: the input; every column is kept.
-        source: the dimension store (e.g. ``RedisLookup``, ``HttpLookup``); it is pickled
-            to the executors.
-        on: the key column, or several for a composite key (a tuple key). A key column
-            is a string, an integral type (tinyint to bigint) or binary; any other type
-            (double, decimal, boolean, timestamp, date, array, ...) is refused here,
-            before any job runs. A row whose key (or any part of it) is null finds
-            nothing.
-        how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
-            them.
-        mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
-            partition; "unordered" emits rows as their lookups complete.
-        capacity: rows in flight per task at most: rows admitted and not yet handed
-            back to Spark (backpressure beyond that). It bounds the task's memory and
-            how many requests overlap. Rows go in chunks of the input's Arrow batches,
-            cut to at most ``capacity // 4`` rows. The default (131072: chunks of whole
-            10,000-row batches, about thirteen in flight) was the fastest setting
-            measured on Redis.
-        timeout: seconds per row, retries included (None: no timeout).
-        retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
-        cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
-            :class:`~enrich.FullCache` (the whole dimension per executor process,
-            reloaded on a schedule; keys absent from it are misses, asked nothing), or
-            None.
-        on_error: what a row whose lookup failed becomes: "fail" (the task fails),
-            "null" (null dimension columns), "drop" (no row), "error_column" (null
-            dimension columns and the reason in ``error_column``).
-        max_batch: keys per request at most (one ``lookup_many`` call, one MGET, one
-            batch POST): a chunk's distinct keys go out in requests of this size,
-            concurrently (a RedisLookup pipelines its MGETs of its own ``max_batch``).
-            It bounds a request, not the rows in flight.
-        prefix: put before each dimension column's name.
-        error_column: the reason column's name (``on_error="error_column"`` only).
-        name: the join's name for metrics (default ``"lookup_<n>"``, see
-            :func:`join_names`); joins sharing a name add up their metrics.
-        observe: carry the join's metrics through ``DataFrame.observe`` under
-            ``enrich.<name>`` (see Metrics below); None (the default): on for a streaming
-            ``df`` under Spark Connect, off otherwise (accumulators carry them).
-        shuffle: key affinity (Flink's ``LOOKUP('shuffle' = 'true')``): route the rows by
-            their key first (``df.repartition(n, *on)``), so that all rows of a key are
-            looked up by one task (and within a job by one executor). True: into
-            ``spark.sql.shuffle.partitions`` partitions; an int: into that many. It
-            costs a shuffle (see docs/spark.md for when it pays, and what "ordered"
-            means after it).
-
-    Returns:
-        ``df``'s columns followed by the schema's fields (named ``prefix + field``, with
-        the schema's types), plus ``error_column`` (string) under "error_column". A key
-        with several rows (1:N) yields one output row per dimension row.
-
-    Raises:
-        ValueError: an ``on`` column is missing (the message lists the available
-            columns) or of a type no key may have (the message names the column, its
-            type and the cast that fixes it), output names collide (named in the
-            message; use ``prefix``), or a setting is invalid (named with its value).
-
-    Metrics: each task adds its join's :class:`~enrich.JoinMetrics` to an accumulator
-    when it ends; read them with :func:`statistics` or log them per micro-batch with
-    :class:`EnrichMetricsListener`. Under Spark Connect, which has no accumulators, each
-    micro-batch's progress of a streaming join carries them instead
-    (``observedMetrics["enrich.<name>"]``, through ``DataFrame.observe``; read with
-    :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
-    on classic Spark.
-    """
-    from ..lookup.source import LookupSource
-    from .arrow import JoinPlan, enrich_batches
-    from .metrics.accumulator import register
-    from .metrics.observed import metrics_field, observed
-
-    if not isinstance(source, LookupSource):
-        raise ValueError(
-            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
-        )
-    settings = JoinSettings(
-        on=on,
-        how=how,
-        on_error=on_error,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        cache=cache,
-        max_batch=max_batch,
-        prefix=prefix,
-        error_column=error_column,
-    )
-    positions, columns, fields = _join_columns(df.schema, source, settings, on)
-    df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
-    name = _join_name(name)
-    accumulator = register(df.sparkSession, name)
-    # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
-    # nothing else carries the metrics, a streaming join under Spark Connect.
-    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
-    plan = JoinPlan(
-        name=name,
-        source=source,
-        on=positions,
-        columns=columns,
-        settings=settings,
-        accumulator=accumulator,
-        observed=observing,
-    )
-    if not observing:
-        schema = StructType([*df.schema.fields, *fields])
-        return df.mapInArrow(partial(enrich_batches, plan), schema)
-    # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
-    schema = StructType([*df.schema.fields, *fields, metrics_field()])
-    return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
-
-
-def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:
-    """``df`` hash-partitioned by ``columns`` (``shuffle`` True: into
-    ``spark.sql.shuffle.partitions`` partitions; an int: into that many), or ``df``
-    itself when ``shuffle`` is False."""
-    if shuffle is False:
-        return df
-    if shuffle is True:
-        return df.repartition(*[df[c] for c in columns])
-    if isinstance(shuffle, bool) or not isinstance(shuffle, int) or shuffle < 1:
-        raise ValueError(f"shuffle must be True, False or a partition count >= 1, got {shuffle!r}")
-    return df.repartition(shuffle, *[df[c] for c in columns])
-
-
-def _join_name(name: str | None) -> str:
-    from .metrics.accumulator import new_name
-
-    if name is None:
-        return new_name()
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string or None, got {name!r}")
-    return name
-
-
-def _key_positions(columns: Sequence[str], wanted: Sequence[str], on: Any) -> tuple[int, ...]:
-    """Where the key columns are; a missing one is an error listing what exists."""
-    if not wanted:
-        raise ValueError(f"on must be a column name or a list of them, got {on!r}")
-    positions: list[int] = []
-    missing: list[str] = []
-    for column in wanted:
-        exact = [i for i, c in enumerate(columns) if c == column]
-        loose = [i for i, c in enumerate(columns) if c.lower() == column.lower()]
-        found = exact or loose
-        if len(found) == 1:
-            positions.append(found[0])
-        elif found:
-            raise ValueError(f"on column {column!r} is ambiguous: {[columns[i] for i in found]}")
-        else:
-            missing.append(column)
-    if missing:
-        raise ValueError(
-            f"lookup_join: the DataFrame has no column {', '.join(map(repr, missing))} "
-            f"(on={on!r}); available columns: {', '.join(columns)}"
-        )
-    return tuple(positions)
-
-
-def _join_columns(
-    schema: StructType, source: LookupSource, settings: JoinSettings, on: Any
-) -> tuple[tuple[int, ...], tuple[str, ...], list[StructField]]:
-    """What a join over input ``schema`` adds, checked: the key columns' positions, the
-    dimension's output column names, and the fields they add (the error column last).
-
-    Raises:
-        ValueError: a key column is missing or of a type keys cannot have, or an added
-            column's name is already taken (the message names it).
-    """
-    from .keys import check_key_columns
-
-    positions = _key_positions(schema.names, settings.on, on)
-    check_key_columns(schema, positions)
-    columns = tuple(settings.prefix + f for f in source.schema.names)
-    added = [*columns, settings.error_column] if settings.with_error else list(columns)
-    _check_collisions(schema.names, added)
-    fields = [
-        StructField(column, spark_type(f.type), nullable=True)
-        for column, f in zip(columns, source.schema.fields, strict=True)
-    ]
-    if settings.with_error:
-        fields.append(StructField(settings.error_column, StringType(), nullable=True))
-    return positions, columns, fields
-
-
-def _check_collisions(existing: Sequence[str], added: Sequence[str]) -> None:
-    # Spark resolves names case-insensitively by default: "Name" and "name" collide.
-    taken = {c.lower() for c in existing}
-    clash = [c for c in added if c.lower() in taken]
-    if clash:
-        raise ValueError(
-            f"lookup_join: columns {clash} would be added but the DataFrame already has "
-            f"them; set prefix= (e.g. prefix='dim_') or rename the input columns"
-        )
-
-
-def statistics(name: str) -> JoinMetrics:
-    """The cumulative metrics of the join named ``name``, over every finished task.
-
-    Raises:
-        LookupError: no join of that name was created in this driver process (or it
-            ran under Spark Connect, which has no accumulators).
-    """
-    from .metrics.accumulator import statistics as cumulative
-
-    return cumulative(name)
-
-
-def join_names() -> list[str]:
-    """The names of the lookup joins (and SQL lookups) created in this driver."""
-    from .metrics.accumulator import names
-
-    return names()
-
-
-def session(app_name: str = "enrich", master: str | None = None, **conf: str) -> SparkSession:
-    """A SparkSession with what spark-enrich needs, after checking for Java.
-
-    Sets ``PYSPARK_PYTHON`` to this interpreter when unset (Spark's Python workers must
-    import pyarrow and enrich), and applies ``conf`` (dots written as ``__``:
-    ``spark__sql__shuffle__partitions="4"``).
-
-    Raises:
-        RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
-    """
-    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise RuntimeError(
-            "Spark needs a Java runtime (17 or newer): no 'java' on PATH and JAVA_HOME is "
-            "not set. Install one (e.g. 'apt-get install openjdk-17-jre-headless' or "
-            "'brew install openjdk@17') or set JAVA_HOME."
-        )
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-    for key, value in conf.items():
-        builder = builder.config(key.replace("__", "."), value)
-    return builder.getOrCreate()
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from enrich.engine.consumer import Consumer
+from enrich.engine.caller.consumer import Consumer
 
 
 def test_admits_while_credit_lasts_and_waits_without_it() -> None:

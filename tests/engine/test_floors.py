@@ -9,6 +9,8 @@ from pathlib import Path
 from tests.engine.test_import_circles import ROOT, imports, modules
 
 SPARK_FLOORS = ("enrich/spark/", "jobs/")
+LIBRARY = ("enrich/", "connectors/")
+DOZEN = 12
 SOURCE = "enrich.spark.streams"
 SINK = "enrich.spark.sink"
 
@@ -28,9 +30,11 @@ def imports_pyspark(path: Path) -> bool:
 
 def test_only_the_spark_floor_and_the_jobs_import_pyspark() -> None:
     outside = sorted(
-        str(path.relative_to(ROOT))
+        where
         for path in modules().values()
-        if imports_pyspark(path) and not str(path.relative_to(ROOT)).startswith(SPARK_FLOORS)
+        if (where := str(path.relative_to(ROOT))).startswith(LIBRARY)
+        and imports_pyspark(path)
+        and not where.startswith(SPARK_FLOORS)
     )
     assert outside == []
 
@@ -60,5 +64,17 @@ def test_the_source_and_the_sink_have_rooms_of_their_own() -> None:
     known = modules()
     assert any(in_room(name, SOURCE) and name != SOURCE for name in known)
     assert any(in_room(name, SINK) and name != SINK for name in known)
-    top = [p.name for p in (ROOT / "enrich/spark").iterdir() if p.name != "__pycache__"]
-    assert len(top) <= 12, sorted(top)
+
+
+def entries(folder: Path) -> list[str]:
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())
+    )
+
+
+def test_no_folder_of_the_library_lists_more_than_a_dozen_entries() -> None:
+    folders = [ROOT / "enrich", *(p.parent for p in (ROOT / "enrich").rglob("__init__.py"))]
+    crowded = {str(f.relative_to(ROOT)): entries(f) for f in folders if len(entries(f)) > DOZEN}
+    assert crowded == {}

@@ -28,11 +28,11 @@ def test_the_package_loads_its_parts_on_first_use() -> None:
     # The Redis data sources' runners import enrich.spark.streams / sink: the package
     # must not load the engine, the lookups and numpy with them.
     code = (
-        "import sys, enrich; loaded = 'numpy' in sys.modules or 'enrich.lookup.cache' in "
+        "import sys, enrich; loaded = 'numpy' in sys.modules or 'enrich.lookup.cache.settings' in "
         "sys.modules; print(loaded, enrich.LookupCache.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "enrich.lookup.cache"]
+    assert out.stdout.split() == ["False", "enrich.lookup.cache.settings"]
 
 
 def test_the_engine_imports_no_pyspark() -> None:

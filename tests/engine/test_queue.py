@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
+from enrich.engine.mailbox.queue import Entry, OrderedQueue, UnorderedQueue
 from enrich.engine.model import Watermark
-from enrich.engine.queue import Entry, OrderedQueue, UnorderedQueue
 
 
 def put(queue: OrderedQueue | UnorderedQueue, *values: object) -> list[Entry]:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from enrich import cli
-from jobs import _config, enrich_job, sql_job
+from jobs import _config, _lookups, enrich_job, sql_job
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.y*ml")) + sorted((ROOT / "examples").glob("*.toml"))
@@ -221,7 +221,7 @@ def _loaded(example: Path) -> Any:
 
 NAMES = sorted(
     set(_config._TOP_KEYS)
-    | set(_config._JOIN_KEYS)
+    | set(_lookups.JOIN_KEYS)
     | {"kind", "url", "url_template", "key_template", "value", "schema", "format", "options"}
     | {"path", "select", "streaming", "file_format", "mode", "redis", "http", "files", "rate"}
 )

@@ -7,12 +7,12 @@ import pytest
 from connectors.http import HttpLookup
 from connectors.ratelimit import JobRateLimit
 from connectors.redis import RedisLookup
-from jobs import _config
+from jobs import _lookups
 from jobs._files import ConfigError
 
 
 def test_a_store_takes_a_job_rate_limit_and_auto_concurrency() -> None:
-    http = _config.store(
+    http = _lookups.store(
         {
             "kind": "http",
             "url_template": "http://svc/users/{}",
@@ -22,7 +22,7 @@ def test_a_store_takes_a_job_rate_limit_and_auto_concurrency() -> None:
         },
         "stores.users",
     )
-    redis = _config.store(
+    redis = _lookups.store(
         {
             "kind": "redis",
             "url": "redis://dim:6379/0",
@@ -38,7 +38,7 @@ def test_a_store_takes_a_job_rate_limit_and_auto_concurrency() -> None:
     assert "job_rate_limit=JobRateLimit(rate=1000, redis_url='redis://limits:6379/0'" in repr(http)
     assert "concurrency='auto'" in repr(http)
     assert "job_rate_limit=JobRateLimit(rate=5000" in repr(redis)
-    assert http == _config.store(
+    assert http == _lookups.store(
         {
             "kind": "http",
             "url_template": "http://svc/users/{}",
@@ -61,5 +61,5 @@ def test_a_store_takes_a_job_rate_limit_and_auto_concurrency() -> None:
 def test_a_bad_limit_is_named(limits: dict[str, object], message: str) -> None:
     spec = {"kind": "http", "url_template": "http://svc/u/{}", "schema": "a string", **limits}
     with pytest.raises(ConfigError) as caught:
-        _config.store(spec, "stores.svc")
+        _lookups.store(spec, "stores.svc")
     assert str(caught.value).startswith("stores.svc: " + message)

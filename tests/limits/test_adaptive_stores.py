@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 
 from connectors.http import HttpLookup
+from connectors.ratelimit.adaptive import DEFAULT_INITIAL
 from connectors.redis import RedisLookup
 from enrich import LookupFailed
-from enrich.lookup.adaptive import DEFAULT_INITIAL
 from tests.limits.conftest import StartService
 
 

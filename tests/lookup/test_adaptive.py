@@ -1,10 +1,10 @@
-"""The adaptive concurrency limit (enrich.lookup.adaptive), sample by sample."""
+"""The adaptive concurrency limit (connectors.ratelimit.adaptive), sample by sample."""
 
 from __future__ import annotations
 
 import pytest
 
-from enrich.lookup.adaptive import (
+from connectors.ratelimit.adaptive import (
     AdaptiveLimit,
     AdaptiveSettings,
     record_concurrency,

@@ -1,4 +1,4 @@
-"""The store's integer keys in bulk (enrich/lookup/cache_ints.py, the lane's probe and
+"""The store's integer keys in bulk (enrich/lookup/cache/ints.py, the lane's probe and
 fill of them): the hash table against a dict model, collisions, recency and expiry, and
 the store's two kinds of entries meeting (the per-row join, a 1:N answer)."""
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache
-from enrich.lookup.cache import MISS, CacheStore
-from enrich.lookup.cache_ints import IntKeys
+from enrich.lookup.cache.ints import IntKeys
+from enrich.lookup.cache.settings import MISS, CacheStore
 from enrich.lookup.lane.cache import CacheProbe
 from enrich.lookup.lane.columnar import ColumnarAnswer
 

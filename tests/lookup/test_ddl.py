@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from enrich import Field, Schema, SchemaError
-from enrich.lookup.ddl import parse_fields, parse_type
-from enrich.lookup.types import (
+from enrich.lookup.dimension.ddl import parse_fields, parse_type
+from enrich.lookup.dimension.types import (
     ArrayType,
     AtomicType,
     DecimalType,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache
-from enrich.lookup.cache import MISS, CacheStore
+from enrich.lookup.cache.settings import MISS, CacheStore
 from enrich.lookup.lane import cache as lane_cache
 from enrich.lookup.lane.cache import ArrowSlab, CacheProbe
 from enrich.lookup.lane.columnar import ColumnarAnswer

@@ -8,8 +8,8 @@ import pytest
 
 from enrich import JoinMetrics, SourceUnavailable
 from enrich.lookup import joined
+from enrich.lookup.inflight.log_limit import LogLimit
 from enrich.lookup.joined import Failed, assemble
-from enrich.lookup.log_limit import LogLimit
 
 
 class Clock:

@@ -5,7 +5,7 @@ pipelined, answers aligned), the loop's side of a chunk (:mod:`.resolve`: cache 
 calls, retries, fills), its calls to a source (:mod:`.calls`), the columnar source
 contract and answer (:mod:`.columnar`), the bulk decoders sources use (:mod:`.bulk`),
 the cache probe, fill and merge (:mod:`.cache`; integer keys in bulk, as NumPy columns
-of the store, :mod:`enrich.lookup.cache_ints`), its entries as Arrow (:mod:`.entries`),
+of the store, :mod:`enrich.lookup.cache.ints`), its entries as Arrow (:mod:`.entries`),
 the Arrow rows it keeps
 (:mod:`.slab`) and per-key retries (:mod:`.retry`).
 The per-row join it stands beside is the rest of :mod:`enrich.lookup`.

@@ -1,6 +1,6 @@
 """The columnar lane's cache: a chunk's distinct keys probed, filled and merged in bulk.
 
-The lane and the per-row join share one :class:`~enrich.lookup.cache_store.CacheStore` per
+The lane and the per-row join share one :class:`~enrich.lookup.cache.store.CacheStore` per
 source scope. The per-row join reads and fills it key by key; the lane does a chunk's
 distinct keys at once, with the store's bulk methods (``get_many``, ``put_many``), and
 keeps the same outcomes and counters: a hit is the key's rows or a cached miss; a key
@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cache_store import MISS, CacheStore
+from ..cache.store import MISS, CacheStore
 from .columnar import ColumnarAnswer, tuples_to_struct
 from .entries import cacheable, needed, slab_entries, slab_slots
 from .slab import ArrowSlab

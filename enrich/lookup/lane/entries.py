@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cache_store import MISS
+from ..cache.store import MISS
 from .columnar import ColumnarAnswer, struct_tuples
 
 

@@ -21,8 +21,8 @@ import asyncio
 import pyarrow as pa
 
 from ...engine.retry import RetryStrategy
-from ..cache import LookupCache
-from ..cache_store import CacheStore
+from ..cache.settings import LookupCache
+from ..cache.store import CacheStore
 from ..join import _scope
 from .cache import CacheProbe
 from .calls import LaneCalls, Resolved

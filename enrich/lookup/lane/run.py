@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 
 from ...engine.retry import RetryStrategy
 from ...engine.runtime import get_loop
-from ..cache import MISS, LookupCache
+from ..cache.settings import MISS, LookupCache
 from ..joined import NULL_KEY, Failed, JoinedChunk, assemble
 from ..metrics import JoinMetrics
 from .calls import LaneCalls, Resolved

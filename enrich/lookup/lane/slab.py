@@ -21,7 +21,7 @@ import pyarrow as pa
 from .columnar import struct_tuples
 
 if TYPE_CHECKING:
-    from ..cache_store import CacheStore
+    from ..cache.store import CacheStore
 
 # ``recent`` joins ``rows`` once it holds more than this share of it (plus MERGE_ROWS).
 MERGE_SHARE = 8

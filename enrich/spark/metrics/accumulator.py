@@ -103,11 +103,11 @@ class MetricsParam(AccumulatorParam[Totals]):
         return Totals.of(value1).plus(Totals.of(value2))
 
 
-def new_name() -> str:
-    """A fresh default join name: ``lookup_1``, ``lookup_2``, ..."""
+def new_name(prefix: str = "lookup") -> str:
+    """A fresh default name: ``lookup_1``, ``lookup_2``, ... (``map_3`` for a map)."""
     with _lock:
         while True:
-            name = f"lookup_{next(_names)}"
+            name = f"{prefix}_{next(_names)}"
             if name not in _accumulators:
                 return name
 
@@ -134,18 +134,20 @@ def _spark_context(spark: Any) -> Any:
         return None
 
 
-def names() -> list[str]:
-    """The names of the joins registered in this driver, in creation order."""
+def join_names() -> list[str]:
+    """The names of the lookup joins (and SQL lookups) created in this driver, in
+    creation order."""
     with _lock:
         return list(_accumulators)
 
 
 def statistics(name: str) -> JoinMetrics:
-    """The cumulative metrics of join ``name``, summed over every task that finished.
+    """The cumulative metrics of the join named ``name``, summed over every task that
+    finished.
 
     Raises:
-        LookupError: no join of that name has been created in this driver (or it runs
-            under Spark Connect, which has no accumulators).
+        LookupError: no join of that name was created in this driver process (or it
+            ran under Spark Connect, which has no accumulators).
     """
     with _lock:
         accumulator = _accumulators.get(name)
@@ -220,7 +222,7 @@ class EnrichMetricsListener(StreamingQueryListener):
         progress = event.progress
         query, batch = str(progress.id), int(progress.batchId)
         observed = observed_statistics(progress)
-        for name in dict.fromkeys([*names(), *observed]):
+        for name in dict.fromkeys([*join_names(), *observed]):
             metrics = batch_statistics(name, query, batch) or observed.get(name)
             if metrics is None:
                 continue

@@ -1,0 +1,183 @@
+"""The two drivers of a run: the consumer's non-blocking core (:mod:`.consumer`) on a
+thread of its own, or on the operator's loop.
+
+They differ only in how they wait and how an async input is awaited: a thread blocks on
+a thread-safe queue and reaches the runtime loop through ``call_soon_threadsafe``; on the
+loop, the operator is called directly and an asyncio event wakes the consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import queue as _queue_mod
+from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable
+from typing import Any
+
+from ..clock import Clock, LoopClock
+from ..function import AsyncFunction
+from ..model import OperatorStatistics, OutputMode
+from ..operator import Operator
+from ..retry import RetryStrategy
+from ..runtime import get_loop, in_loop_thread
+from .consumer import Consumer
+
+
+class Run:
+    """What a run's generator and its iterator share (kept apart to avoid a reference
+    cycle, so a dropped iterator closes its run at once)."""
+
+    __slots__ = ("operator",)
+
+    def __init__(self) -> None:
+        self.operator: Operator | None = None
+
+    def statistics(self) -> OperatorStatistics:
+        op = self.operator
+        return op.statistics() if op is not None else OperatorStatistics()
+
+
+def run_sync(
+    run: Run,
+    inputs: Iterable[Any],
+    func: AsyncFunction,
+    mode: OutputMode,
+    timeout: float | None,
+    consumer: Consumer,
+    retry: RetryStrategy | None,
+    clock: Clock | None,
+) -> Generator[list[Any], None, None]:
+    """Drive ``consumer`` from the caller's thread; the operator runs on the runtime
+    loop, reached through ``call_soon_threadsafe`` and a thread-safe message queue."""
+    loop = get_loop()
+    if in_loop_thread(loop):
+        raise RuntimeError(
+            "ordered_wait()/unordered_wait() block; on the runtime loop use "
+            "ordered_wait_async()/unordered_wait_async()"
+        )
+    messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
+    op = Operator(
+        func,
+        mode=mode,
+        timeout=timeout,
+        retry=retry,
+        clock=clock or LoopClock(loop),
+        loop=loop,
+        post=messages.put,
+        weigh=consumer.weigh,
+    )
+    run.operator = op
+    asyncio.run_coroutine_threadsafe(op.open(), loop).result()
+    source = iter(inputs)
+    try:
+        while True:
+            chunk = consumer.pull(source)
+            if chunk:
+                loop.call_soon_threadsafe(op.admit, chunk)
+            if consumer.finish_now():
+                loop.call_soon_threadsafe(op.finish)
+            outputs = consumer.next_outputs()
+            if outputs is not None:
+                yield outputs
+                continue
+            if consumer.is_over():
+                return
+            if consumer.must_wait():
+                consumer.receive(messages.get())
+            while True:
+                try:
+                    consumer.receive(messages.get_nowait())
+                except _queue_mod.Empty:
+                    break
+    finally:
+        if not consumer.ended:
+            _cancel_and_wait(op, loop, messages)
+
+
+def _cancel_and_wait(
+    op: Operator, loop: asyncio.AbstractEventLoop, messages: _queue_mod.SimpleQueue[Any]
+) -> None:
+    """Stop a run the consumer abandoned, and wait until its function is closed."""
+    loop.call_soon_threadsafe(op.cancel)
+    while True:
+        try:
+            kind = messages.get(timeout=30)[0]
+        except _queue_mod.Empty:  # pragma: no cover - a close() hook that hangs
+            return
+        if kind in ("fail", "done"):
+            return
+
+
+async def run_async(
+    run: Run,
+    inputs: Iterable[Any] | AsyncIterable[Any],
+    func: AsyncFunction,
+    mode: OutputMode,
+    timeout: float | None,
+    consumer: Consumer,
+    retry: RetryStrategy | None,
+    clock: Clock | None,
+) -> AsyncGenerator[list[Any], None]:
+    """Drive ``consumer`` on the caller's loop, which runs the operator too."""
+    loop = asyncio.get_running_loop()
+    messages: collections.deque[tuple[Any, ...]] = collections.deque()
+    arrived = asyncio.Event()
+
+    def post(message: tuple[Any, ...]) -> None:
+        messages.append(message)
+        arrived.set()
+
+    op = Operator(
+        func,
+        mode=mode,
+        timeout=timeout,
+        retry=retry,
+        clock=clock or LoopClock(loop),
+        loop=loop,
+        post=post,
+        weigh=consumer.weigh,
+    )
+    run.operator = op
+    await op.open()
+    # An async input may suspend before its next item: admit each item as it comes, so
+    # that none waits for the next one (a plain iterable is taken in chunks).
+    source = None if isinstance(inputs, AsyncIterable) else iter(inputs)
+    arrivals = inputs.__aiter__() if isinstance(inputs, AsyncIterable) else None
+    try:
+        while True:
+            if arrivals is None:
+                assert source is not None
+                chunk = consumer.pull(source)
+            else:
+                chunk = consumer.retake()
+                if not chunk and consumer.wants_input():
+                    try:
+                        item = await arrivals.__anext__()
+                    except StopAsyncIteration:
+                        consumer.end_input()
+                    else:
+                        chunk = consumer.offer(item)
+            if chunk:
+                op.admit(chunk)
+            if consumer.finish_now():
+                op.finish()
+            outputs = consumer.next_outputs()
+            if outputs is not None:
+                yield outputs
+                continue
+            if consumer.is_over():
+                return
+            if not messages and consumer.must_wait():
+                arrived.clear()
+                await arrived.wait()
+            while messages:
+                consumer.receive(messages.popleft())
+    finally:
+        if not consumer.ended:
+            op.cancel()
+            while not consumer.ended:
+                while messages:
+                    consumer.receive(messages.popleft())
+                if not consumer.ended:
+                    arrived.clear()
+                    await arrived.wait()

@@ -1,0 +1,31 @@
+"""The SQL forms: lookups as Spark SQL functions (:mod:`.functions`:
+``register_lookup``), a lookup join as a table function (:mod:`.join`:
+``register_lookup_join``, pyspark >= 4.1), and the pandas form of the functions for
+pyspark 3.5 and 4.0 (:mod:`.pandas_udf`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import loader as _loader
+
+if TYPE_CHECKING:
+    from .functions import (
+        lookup_struct_type as lookup_struct_type,
+        register_lookup as register_lookup,
+    )
+    from .join import register_lookup_join as register_lookup_join
+
+_LAZY = {
+    "register_lookup": ".functions",
+    "lookup_struct_type": ".functions",
+    "register_lookup_join": ".join",  # needs Arrow UDTFs (pyspark >= 4.1): loaded on use
+}
+
+__getattr__ = _loader(__name__, _LAZY, globals())
+
+__all__ = ("register_lookup", "lookup_struct_type")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
