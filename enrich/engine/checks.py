@@ -71,6 +71,18 @@ def check_positive(name: str, value: Any, what: str = "a finite number") -> floa
     return float(value)
 
 
+def check_non_negative(name: str, value: Any, what: str = "a finite number") -> float:
+    """``value`` as a float if it is a finite number >= 0 (not a bool, not None)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"{name} must be {what} >= 0, got {short(value)}")
+    return float(value)
+
+
 def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
     """``value`` if it is one of ``choices``."""
     if not isinstance(value, str) or value not in choices:

@@ -29,6 +29,7 @@ from .function import AsyncFunction, ResultFuture, has_default_error_handler, ha
 from .mailbox.invoke import invoker_for
 from .mailbox.output import Output
 from .mailbox.queue import Entry, OrderedQueue, Partial, UnorderedQueue
+from .mailbox.starter import Gate, Starter
 from .mailbox.timers import Group, Timers
 from .model import OperatorStatistics, OutputMode, Watermark
 from .retry import RetryStrategy
@@ -83,6 +84,9 @@ class Operator:
         loop: asyncio.AbstractEventLoop,
         post: Post,
         weigh: Weigh | None = None,
+        gate: Gate | None = None,
+        batch_size: int = 1,
+        batch_wait: float = 0.0,
     ) -> None:
         self._func = func
         self.weigh = weigh
@@ -98,6 +102,19 @@ class Operator:
         self._post = post
         self._timers = Timers(clock, timeout, self._expire, self._restart)
         self._invoker = invoker_for(func, self, loop)
+        # With a gate or batched calls, records wait for their call to start
+        # (mailbox/starter.py); otherwise they start as they are admitted.
+        self._starter: Starter | None = None
+        if gate is not None or batch_size > 1:
+            self._starter = Starter(
+                gate=gate,
+                batch_size=batch_size,
+                batch_wait=batch_wait,
+                clock=clock,
+                timers=self._timers,
+                start=self._invoker.start,
+                is_live=self._is_live,
+            )
         self.output = Output()
         self._flush_scheduled = False
         self._input_done = False
@@ -120,6 +137,8 @@ class Operator:
     def finish(self) -> None:
         """No more input: post "done" once every admitted record has been emitted."""
         self._input_done = True
+        if self._starter is not None:
+            self._starter.flush()
         self._maybe_finish()
 
     def cancel(self) -> None:
@@ -138,8 +157,9 @@ class Operator:
         )
 
     def has_timers(self) -> bool:
-        """Whether any deadline or retry timer is still scheduled."""
-        return self._timers.has_timers()
+        """Whether any deadline, retry or batch-wait timer is still scheduled."""
+        starter = self._starter
+        return self._timers.has_timers() or (starter is not None and starter.has_timers())
 
     # -- admission -----------------------------------------------------------------------
 
@@ -149,6 +169,10 @@ class Operator:
             return
         # Completions during admission are flushed once at the end, not scheduled each.
         self._flush_scheduled = True
+        if self._starter is not None:
+            self._starter.add([e for e in map(self._put_waiting, values) if e is not None])
+            self._flush()
+            return
         group = self._timers.new_group()
         self._invoker.admit(values, group)
         if self.failed is None:
@@ -171,6 +195,21 @@ class Operator:
         if self.in_flight > self.peak:
             self.peak = self.in_flight
         return entry
+
+    def _put_waiting(self, value: Any) -> Entry | None:
+        """Queue one input whose call the starter starts (its group comes with it)."""
+        if isinstance(value, Watermark):
+            return self.put(value, self._timers.new_group())
+        entry = Entry(value, self.weigh(value) if self.weigh is not None else 1)
+        self.queue.put(entry)
+        self.in_flight += 1
+        if self.in_flight > self.peak:
+            self.peak = self.in_flight
+        return entry
+
+    def _is_live(self, entry: Entry) -> bool:
+        """Whether ``entry`` still needs a call (it did not complete or time out)."""
+        return not (entry.done or entry.attempt == TIMED_OUT or self.failed or self._closing)
 
     def left_at_once(self, value: Any, outputs: list[Any]) -> None:
         """A record finished in its first step with nothing ahead of it: its outputs
@@ -228,6 +267,8 @@ class Operator:
         if entry.done or entry.attempt != attempt or self.failed is not None or self._closing:
             return  # a late or duplicate completion (the first one won), or a shutdown
         entry.task = None
+        if self._starter is not None:
+            self._starter.attempt_ended(entry, error)
         result: list[Any] = []
         if error is None:
             if isinstance(outputs, list):
@@ -290,7 +331,10 @@ class Operator:
     def _restart(self, entries: list[Entry]) -> None:
         live = [e for e in entries if not e.done and e.attempt != TIMED_OUT]
         if live and self.failed is None:
-            self._invoker.start(live)
+            if self._starter is not None:
+                self._starter.add(live)  # a retry is a call: it passes the gate again
+            else:
+                self._invoker.start(live)
 
     def _expire(self, group: Group) -> None:
         for entry in group.entries:
@@ -309,6 +353,8 @@ class Operator:
             entry.task = None
         entry.attempt = TIMED_OUT
         timeout = self._timeout if self._timeout is not None else float("nan")
+        if self._starter is not None:
+            self._starter.attempt_ended(entry, LookupTimeout(entry.value, timeout, attempts))
         result = ResultFuture(self, entry, TIMED_OUT)
         if self._default_timeout_hook:
             result.complete_exceptionally(LookupTimeout(entry.value, timeout, attempts))
@@ -349,6 +395,8 @@ class Operator:
 
         Runs once per run: every path to it checks ``_closing`` first."""
         self._closing = True
+        if self._starter is not None:
+            self._starter.cancel()
         for group in self._timers.cancel_all():
             for entry in group.entries:
                 if entry.task is not None:

@@ -15,6 +15,7 @@ from .checks import (
     check_choice as check_choice,
     check_instance as check_instance,
     check_int as check_int,
+    check_non_negative as check_non_negative,
     check_seconds as check_seconds,
     short as short,
 )
@@ -23,6 +24,9 @@ from .retry import RetryStrategy
 
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_CAPACITY = 100
+# How long a record waits at most for its batch to fill (batched calls only): short
+# beside a remote call, long beside the admission of a chunk of records.
+DEFAULT_BATCH_WAIT = 0.01
 
 
 def check_mode(value: Any) -> OutputMode:
@@ -42,6 +46,10 @@ class WaitSettings:
         timeout: seconds from a record's first call to its final completion, retries
             included; None for none.
         retry: a :class:`~enrich.RetryStrategy`, or None.
+        batch_size: records per call of a batch function (``async_invoke_many``) at
+            most; 1 starts each record's call as it is admitted.
+        batch_wait: seconds a record waits at most for its batch to fill (``batch_size``
+            > 1 only; none once the input has ended).
 
     Raises:
         ValueError: a setting is out of range; the message names it and its value.
@@ -51,9 +59,15 @@ class WaitSettings:
     capacity: int = DEFAULT_CAPACITY
     timeout: float | None = DEFAULT_TIMEOUT
     retry: RetryStrategy | None = None
+    batch_size: int = 1
+    batch_wait: float = DEFAULT_BATCH_WAIT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", check_mode(self.mode))
         check_int("capacity", self.capacity)
         check_seconds("timeout", self.timeout)
         check_instance("retry", self.retry, RetryStrategy, "a RetryStrategy")
+        check_int("batch_size", self.batch_size)
+        object.__setattr__(
+            self, "batch_wait", check_non_negative("batch_wait", self.batch_wait, "seconds")
+        )

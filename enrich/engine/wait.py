@@ -18,6 +18,7 @@ from .caller.consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
 from .caller.drive import Run, run_async, run_sync
 from .clock import Clock
 from .function import as_async_function
+from .mailbox.starter import Gate
 from .model import OperatorStatistics, OutputMode
 from .operator import Operator
 from .retry import RetryStrategy
@@ -40,6 +41,7 @@ class WaitIterator(Iterator[Any]):
         settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.function: Any = None  # set by wrappers that expose their function
         self._run = Run()
@@ -47,11 +49,10 @@ class WaitIterator(Iterator[Any]):
             self._run,
             inputs,
             as_async_function(func),
-            settings.mode,
-            settings.timeout,
+            settings,
             Consumer(settings.capacity, weigh, overlap=True),
-            settings.retry,
             clock,
+            gate,
         )
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
 
@@ -157,6 +158,7 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         settings: WaitSettings,
         clock: Clock | None,
         weigh: Weigh | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.function: Any = None  # set by wrappers that expose their function
         self._run = Run()
@@ -164,11 +166,10 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
             self._run,
             inputs,
             as_async_function(func),
-            settings.mode,
-            settings.timeout,
+            settings,
             Consumer(settings.capacity, weigh),
-            settings.retry,
             clock,
+            gate,
         )
         self._pending: collections.deque[Any] = collections.deque()
 

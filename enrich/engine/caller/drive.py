@@ -16,10 +16,11 @@ from typing import Any
 
 from ..clock import Clock, LoopClock
 from ..function import AsyncFunction
-from ..model import OperatorStatistics, OutputMode
+from ..mailbox.starter import Gate
+from ..model import OperatorStatistics
 from ..operator import Operator
-from ..retry import RetryStrategy
 from ..runtime import get_loop, in_loop_thread
+from ..settings import WaitSettings
 from .consumer import Consumer
 
 
@@ -41,11 +42,10 @@ def run_sync(
     run: Run,
     inputs: Iterable[Any],
     func: AsyncFunction,
-    mode: OutputMode,
-    timeout: float | None,
+    settings: WaitSettings,
     consumer: Consumer,
-    retry: RetryStrategy | None,
     clock: Clock | None,
+    gate: Gate | None = None,
 ) -> Generator[list[Any], None, None]:
     """Drive ``consumer`` from the caller's thread; the operator runs on the runtime
     loop, reached through ``call_soon_threadsafe`` and a thread-safe message queue."""
@@ -56,16 +56,7 @@ def run_sync(
             "ordered_wait_async()/unordered_wait_async()"
         )
     messages: _queue_mod.SimpleQueue[tuple[Any, ...]] = _queue_mod.SimpleQueue()
-    op = Operator(
-        func,
-        mode=mode,
-        timeout=timeout,
-        retry=retry,
-        clock=clock or LoopClock(loop),
-        loop=loop,
-        post=messages.put,
-        weigh=consumer.weigh,
-    )
+    op = _operator(func, settings, clock or LoopClock(loop), loop, messages.put, consumer, gate)
     run.operator = op
     asyncio.run_coroutine_threadsafe(op.open(), loop).result()
     source = iter(inputs)
@@ -108,15 +99,38 @@ def _cancel_and_wait(
             return
 
 
+def _operator(
+    func: AsyncFunction,
+    settings: WaitSettings,
+    clock: Clock,
+    loop: asyncio.AbstractEventLoop,
+    post: Any,
+    consumer: Consumer,
+    gate: Gate | None,
+) -> Operator:
+    return Operator(
+        func,
+        mode=settings.mode,
+        timeout=settings.timeout,
+        retry=settings.retry,
+        clock=clock,
+        loop=loop,
+        post=post,
+        weigh=consumer.weigh,
+        gate=gate,
+        batch_size=settings.batch_size,
+        batch_wait=settings.batch_wait,
+    )
+
+
 async def run_async(
     run: Run,
     inputs: Iterable[Any] | AsyncIterable[Any],
     func: AsyncFunction,
-    mode: OutputMode,
-    timeout: float | None,
+    settings: WaitSettings,
     consumer: Consumer,
-    retry: RetryStrategy | None,
     clock: Clock | None,
+    gate: Gate | None = None,
 ) -> AsyncGenerator[list[Any], None]:
     """Drive ``consumer`` on the caller's loop, which runs the operator too."""
     loop = asyncio.get_running_loop()
@@ -127,16 +141,7 @@ async def run_async(
         messages.append(message)
         arrived.set()
 
-    op = Operator(
-        func,
-        mode=mode,
-        timeout=timeout,
-        retry=retry,
-        clock=clock or LoopClock(loop),
-        loop=loop,
-        post=post,
-        weigh=consumer.weigh,
-    )
+    op = _operator(func, settings, clock or LoopClock(loop), loop, post, consumer, gate)
     run.operator = op
     await op.open()
     # An async input may suspend before its next item: admit each item as it comes, so

@@ -14,7 +14,17 @@ from typing import Any
 class Entry:
     """One element of a queue: an input record (or a watermark) and its outputs."""
 
-    __slots__ = ("attempt", "done", "group", "outputs", "segment", "task", "value", "weight")
+    __slots__ = (
+        "attempt",
+        "call",
+        "done",
+        "group",
+        "outputs",
+        "segment",
+        "task",
+        "value",
+        "weight",
+    )
 
     def __init__(self, value: Any, weight: int = 1) -> None:
         self.value = value
@@ -27,6 +37,7 @@ class Entry:
         self.attempt = 1
         self.group: Any = None
         self.task: Any = None
+        self.call: Any = None  # the call it is part of, when a gate counts calls
         self.segment: _Segment | None = None
 
 
