@@ -1,13 +1,15 @@
-"""SQL lookup functions (they live in :mod:`enrich.spark.sql`; this path stays for users)."""
+"""The SQL functions (they live in :mod:`enrich.spark.sql`; this path stays for users):
+``register_lookup``, ``register_async_udf`` and ``register_lookup_join``."""
 
 from __future__ import annotations
 
+from .spark.sql.async_udf import register_async_udf as register_async_udf
 from .spark.sql.functions import (
     lookup_struct_type as lookup_struct_type,
     register_lookup as register_lookup,
 )
 
-__all__ = ("register_lookup", "lookup_struct_type")
+__all__ = ("register_lookup", "lookup_struct_type", "register_async_udf")
 
 
 def __getattr__(name: str) -> object:

@@ -1,4 +1,4 @@
-"""The store's protections, shared by the connectors:
+"""The store's protections, shared by every connector (and by ``enrich.spark.async_map``):
 
 * the job-wide rate limit: one budget of requests per second shared by every process
   of a job. ``JobRateLimit`` is the setting (``RedisLookup(job_rate_limit=...)``,

@@ -84,6 +84,8 @@ class JoinMetrics:
         target_latency: the latency that limit aims at, seconds (merged: the highest).
         throttled: requests the store throttled (429, 503, timeouts) as the adaptive
             limit counted them.
+        peak_in_flight: the most records in flight at once (an async map's rows; merged:
+            the highest of the tasks); 0 where not measured.
     """
 
     rows_in: int = 0
@@ -102,6 +104,7 @@ class JoinMetrics:
     concurrency_limit: int = 0
     target_latency: float | None = None
     throttled: int = 0
+    peak_in_flight: int = 0
 
     @property
     def keys_per_request(self) -> float:
@@ -126,6 +129,7 @@ class JoinMetrics:
         self.errors.update(other.errors)
         self.latency.merge(other.latency)
         self.concurrency_limit = max(self.concurrency_limit, other.concurrency_limit)
+        self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
         if other.target_latency is not None:
             self.target_latency = max(self.target_latency or 0.0, other.target_latency)
 
@@ -141,6 +145,7 @@ class JoinMetrics:
             f"cache hit ratio {self.cache_hit_ratio:.2f}, misses {self.misses}, "
             f"null keys {self.null_keys}, "
             f"latency {lat}, timeouts {self.timeouts}, retries {self.retries}, errors {errors}"
+            + (f", peak in flight {self.peak_in_flight}" if self.peak_in_flight else "")
             + self._concurrency_summary()
         )
 
@@ -155,5 +160,6 @@ class JoinMetrics:
 _COUNTERS = tuple(
     f.name
     for f in fields(JoinMetrics)
-    if f.type in ("int", int) and f.name != "concurrency_limit"  # a level, not a count
+    # levels, not counts: merged by their highest value
+    if f.type in ("int", int) and f.name not in ("concurrency_limit", "peak_in_flight")
 )

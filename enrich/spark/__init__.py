@@ -41,6 +41,7 @@ from .._lazy import loader as _loader, moved as _moved
 if TYPE_CHECKING:
     from .data_sources import register_data_sources as register_data_sources
     from .join.dataframe import lookup_join as lookup_join, route_by_key as route_by_key
+    from .mapping.dataframe import async_map as async_map
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
         batch_statistics as batch_statistics,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "lookup_join": ".join.dataframe",
     "route_by_key": ".join.dataframe",
+    "async_map": ".mapping.dataframe",
     "statistics": ".metrics.accumulator",
     "batch_statistics": ".metrics.accumulator",
     "join_names": ".metrics.accumulator",
@@ -81,6 +83,7 @@ _moved(__name__, {"arrow": "join.batches", "sql_join": "sql.join", "sql_pandas":
 
 __all__ = (
     "lookup_join",
+    "async_map",
     "statistics",
     "batch_statistics",
     "join_names",

@@ -31,7 +31,7 @@ from ...lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
 from ...lookup.metrics import JoinMetrics
 from ...lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.source import LookupSource
-from ..metrics.rows import METRICS_COLUMN, METRICS_TYPE, metrics_batch, no_metrics
+from ..metrics.rows import observed_batches, report
 
 
 @dataclass(frozen=True)
@@ -123,24 +123,8 @@ class JoinPlan:
         else:
             return None
         record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
-        if self.accumulator is not None:
-            query, batch = _micro_batch()
-            self.accumulator.add({(self.name, query, batch): metrics})
+        report(self.accumulator, self.name, metrics)
         return metrics
-
-
-def _micro_batch() -> tuple[str | None, int | None]:
-    """The streaming query id and micro-batch id of the running Spark task, if any."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:  # pragma: no cover - always there inside Spark
-        return None, None
-    context = TaskContext.get()
-    if context is None:
-        return None, None
-    query = context.getLocalProperty("sql.streaming.queryId")
-    batch = context.getLocalProperty("streaming.sql.batchId")
-    return query, int(batch) if batch is not None else None
 
 
 def keys_of(batch: pa.RecordBatch, on: Sequence[int]) -> list[Any]:
@@ -191,26 +175,14 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
         return
     batches = _prepend(first_batch, batches)
     schema = pa.schema([*first_batch.schema, *plan.arrow_fields()])
+
+    def work(inputs: Iterator[pa.RecordBatch], done: list[JoinMetrics]) -> Iterator[pa.RecordBatch]:
+        return _enrich(plan, inputs, first_batch, schema, done)
+
     if not plan.observed:
-        yield from _enrich(plan, batches, first_batch, schema, [])
+        yield from work(batches, [])
         return
-    last: list[pa.RecordBatch] = []
-
-    def remembered() -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            if batch.num_rows:
-                last[:] = [batch.slice(batch.num_rows - 1, 1)]
-            yield batch
-
-    observed = schema.append(pa.field(METRICS_COLUMN, METRICS_TYPE))
-    nulls = no_metrics(0)
-    done: list[JoinMetrics] = []
-    for out in _enrich(plan, remembered(), first_batch, schema, done):
-        if len(nulls) != out.num_rows:  # batches mostly have one size: allocate once
-            nulls = no_metrics(out.num_rows)
-        yield pa.RecordBatch.from_arrays([*out.columns, nulls], schema=observed)
-    if done and last:
-        yield metrics_batch(last[0], plan.arrow_fields(), done[0], observed)
+    yield from observed_batches(batches, work, schema, plan.arrow_fields())
 
 
 def _enrich(

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
 from ...lookup.metrics import JoinMetrics
-from .rows import COUNTERS, METRICS_COLUMN
+from .rows import COUNTERS, LEVELS, METRICS_COLUMN
 
 __all__ = ("PREFIX", "metrics_field", "observed", "observed_statistics", "observed_values")
 
@@ -53,7 +53,7 @@ def _observation_name(name: str) -> str:
 
 def metrics_field() -> StructField:
     """The Spark field of the metrics column (the Arrow type in ``metrics_rows``)."""
-    counters = [StructField(counter, LongType(), nullable=True) for counter in COUNTERS]
+    counters = [StructField(counter, LongType(), nullable=True) for counter in (*COUNTERS, *LEVELS)]
     errors = StructField("errors", MapType(StringType(), LongType()), nullable=True)
     return StructField(METRICS_COLUMN, StructType([*counters, errors]), nullable=True)
 
@@ -66,8 +66,9 @@ def observed(df: DataFrame, name: str) -> DataFrame:
     counters: list[Column] = [
         F.coalesce(F.sum(metrics[counter]), F.lit(0)).alias(counter) for counter in COUNTERS
     ]
+    levels = [F.coalesce(F.max(metrics[level]), F.lit(0)).alias(level) for level in LEVELS]
     errors = F.expr(_ERRORS).alias("errors")
-    watched = df.observe(_observation_name(name), *counters, errors)
+    watched = df.observe(_observation_name(name), *counters, *levels, errors)
     return watched.where(metrics.isNull()).drop(METRICS_COLUMN)
 
 
@@ -137,7 +138,7 @@ def _values(row: Any) -> dict[str, Any]:
 
 def _metrics(values: dict[str, Any]) -> JoinMetrics:
     metrics = JoinMetrics()
-    for counter in COUNTERS:
+    for counter in (*COUNTERS, *LEVELS):
         if counter != "hits":
             setattr(metrics, counter, int(values.get(counter) or 0))
     metrics.errors = Counter(values["errors"])

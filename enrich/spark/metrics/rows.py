@@ -12,13 +12,24 @@ the user sees neither.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
 from ...lookup.metrics import JoinMetrics
 
-__all__ = ("METRICS_COLUMN", "COUNTERS", "METRICS_TYPE", "no_metrics", "metrics_batch", "hits")
+__all__ = (
+    "METRICS_COLUMN",
+    "COUNTERS",
+    "LEVELS",
+    "METRICS_TYPE",
+    "no_metrics",
+    "metrics_batch",
+    "hits",
+    "observed_batches",
+    "report",
+)
 
 METRICS_COLUMN = "__enrich_metrics"
 
@@ -38,9 +49,13 @@ COUNTERS = (
     "timeouts",
 )
 
+# Levels carried, aggregated by their highest value (not summed).
+LEVELS = ("peak_in_flight",)
+
 METRICS_TYPE = pa.struct(
     [
         *(pa.field(name, pa.int64()) for name in COUNTERS),
+        *(pa.field(name, pa.int64()) for name in LEVELS),
         # Records that ended in an error, by reason ("timeout", "status:503", ...).
         pa.field("errors", pa.map_(pa.string(), pa.int64())),
     ]
@@ -69,7 +84,7 @@ def metrics_batch(
         metrics: what the task's join did.
         schema: the output schema (input fields, added fields, the metrics field).
     """
-    values: dict[str, Any] = {name: getattr(metrics, name, 0) for name in COUNTERS}
+    values: dict[str, Any] = {name: getattr(metrics, name, 0) for name in (*COUNTERS, *LEVELS)}
     values["hits"] = hits(metrics)
     values["errors"] = sorted(metrics.errors.items())
     arrays = [
@@ -78,3 +93,57 @@ def metrics_batch(
         pa.array([values], type=METRICS_TYPE),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# What a task's work turns its input batches into; the run's metrics go to the list.
+Work = Callable[[Iterator[pa.RecordBatch], list[JoinMetrics]], Iterator[pa.RecordBatch]]
+
+
+def observed_batches(
+    batches: Iterator[pa.RecordBatch], work: Work, schema: pa.Schema, added: list[pa.Field]
+) -> Iterator[pa.RecordBatch]:
+    """``work``'s output batches (of ``schema``) with the metrics column, NULL, then the
+    row carrying the task's metrics (when its work made some and it saw a row).
+
+    ``added`` are the fields the work appends to its input's (NULL on the metrics row).
+    """
+    last: list[pa.RecordBatch] = []
+
+    def remembered() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                last[:] = [batch.slice(batch.num_rows - 1, 1)]
+            yield batch
+
+    observed = schema.append(pa.field(METRICS_COLUMN, METRICS_TYPE))
+    nulls = no_metrics(0)
+    done: list[JoinMetrics] = []
+    for out in work(remembered(), done):
+        if len(nulls) != out.num_rows:  # batches mostly have one size: allocate once
+            nulls = no_metrics(out.num_rows)
+        yield pa.RecordBatch.from_arrays([*out.columns, nulls], schema=observed)
+    if done and last:
+        yield metrics_batch(last[0], added, done[0], observed)
+
+
+def report(accumulator: Any, name: str, metrics: JoinMetrics) -> None:
+    """Add a task's ``metrics`` to ``accumulator`` (a pyspark Accumulator, or anything
+    with ``add``; None: nowhere) under ``(name, query id, batch id)``, both None outside
+    a streaming query."""
+    if accumulator is not None:
+        query, batch = micro_batch()
+        accumulator.add({(name, query, batch): metrics})
+
+
+def micro_batch() -> tuple[str | None, int | None]:
+    """The streaming query id and micro-batch id of the running Spark task, if any."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - always there inside Spark
+        return None, None
+    context = TaskContext.get()
+    if context is None:
+        return None, None
+    query = context.getLocalProperty("sql.streaming.queryId")
+    batch = context.getLocalProperty("streaming.sql.batchId")
+    return query, int(batch) if batch is not None else None

@@ -1,6 +1,7 @@
 """The SQL forms: lookups as Spark SQL functions (:mod:`.functions`:
 ``register_lookup``), a lookup join as a table function (:mod:`.join`:
-``register_lookup_join``, pyspark >= 4.1), and the pandas form of the functions for
+``register_lookup_join``, pyspark >= 4.1), async functions as SQL functions
+(:mod:`.async_udf`: ``register_async_udf``), and the pandas form of the functions for
 pyspark 3.5 and 4.0 (:mod:`.pandas_udf`)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import loader as _loader
 
 if TYPE_CHECKING:
+    from .async_udf import register_async_udf as register_async_udf
     from .functions import (
         lookup_struct_type as lookup_struct_type,
         register_lookup as register_lookup,
@@ -20,11 +22,12 @@ _LAZY = {
     "register_lookup": ".functions",
     "lookup_struct_type": ".functions",
     "register_lookup_join": ".join",  # needs Arrow UDTFs (pyspark >= 4.1): loaded on use
+    "register_async_udf": ".async_udf",
 }
 
 __getattr__ = _loader(__name__, _LAZY, globals())
 
-__all__ = ("register_lookup", "lookup_struct_type")
+__all__ = ("register_lookup", "lookup_struct_type", "register_async_udf")
 
 
 def __dir__() -> list[str]:

@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..join.batches import JoinPlan, lookup_structs_for
 from ..join.keys import checked_key_arrays
 
-__all__ = ("pandas_lookup_udf", "install_worker_hooks")
+__all__ = ("pandas_lookup_udf", "pandas_struct_udf", "install_worker_hooks")
 
 # attrs keys: the Arrow column a pandas input came from; the Arrow array a result stands for.
 _INPUT = "enrich.arrow_input"
@@ -90,7 +90,7 @@ def install_worker_hooks() -> None:
     @functools.wraps(to_pandas)
     def arrow_to_pandas(self: Any, arrow_column: Any, *args: Any, **kwargs: Any) -> Any:
         result = to_pandas(self, arrow_column, *args, **kwargs)
-        if isinstance(result, pd.Series):  # keys are never structs (DataFrames here)
+        if isinstance(result, (pd.Series, pd.DataFrame)):  # a DataFrame: a struct argument
             result.attrs[_INPUT] = _Carried(arrow_column)
         return result
 
@@ -136,10 +136,10 @@ def _installed_hooks() -> _WorkerHooks:
 
 
 def _arrow_of(column: Any) -> pa.Array:
-    carried = column.attrs.get(_INPUT) if isinstance(column, pd.Series) else None
+    carried = column.attrs.get(_INPUT) if isinstance(column, (pd.Series, pd.DataFrame)) else None
     if not isinstance(carried, _Carried) or len(carried.array) != len(column):
         raise RuntimeError(
-            "the SQL lookup function's key column arrived without its Arrow array: the "
+            "the SQL function's argument column arrived without its Arrow array: the "
             "pandas UDF serializer hooks are not in place in this Python worker"
         )
     array = carried.array
@@ -158,24 +158,37 @@ def _key_arrays(inputs: Iterator[Any]) -> Iterator[Any]:
 
 def pandas_lookup_udf(plan: JoinPlan, return_type: Any) -> Any:
     """The SQL function of ``plan`` as an iterator pandas UDF returning ``return_type``."""
-    from pyspark.sql.pandas.functions import pandas_udf
-
     structs: Callable[[Iterator[Any]], Iterator[pa.Array]] = lookup_structs_for(plan)
-    hooks = _WorkerHooks()
     name = plan.name
 
-    def function(inputs: Iterator[Any]) -> Iterator[pd.DataFrame]:
+    def function(inputs: Iterator[Any]) -> Iterator[pa.Array]:
+        return structs(checked_key_arrays(name, inputs))
+
+    return pandas_struct_udf(function, return_type)
+
+
+def pandas_struct_udf(
+    function: Callable[[Iterator[Any]], Iterator[pa.Array]], return_type: Any
+) -> Any:
+    """``function`` (per batch, its arguments as Arrow arrays -- a tuple of them for
+    several -- to a struct array) as an iterator pandas UDF returning ``return_type``,
+    with the hooks that carry the arrays through pandas unchanged."""
+    from pyspark.sql.pandas.functions import pandas_udf
+
+    hooks = _WorkerHooks()
+
+    def udf(inputs: Iterator[Any]) -> Iterator[pd.DataFrame]:
         hooks.check()  # referenced here so that unpickling the function installs them
-        for array in structs(checked_key_arrays(name, _key_arrays(inputs))):
+        for array in function(_key_arrays(inputs)):
             frame = pd.DataFrame(index=pd.RangeIndex(len(array)))
             frame.attrs[_OUTPUT] = _Carried(array)
             yield frame
 
-    # Spark picks the UDF's kind from the type hints: an iterator of key columns (a
+    # Spark picks the UDF's kind from the type hints: an iterator of argument columns (a
     # tuple of them for several arguments) to an iterator of frames (a struct result).
-    function.__annotations__ = {
+    udf.__annotations__ = {
         "inputs": Iterator[tuple[pd.Series, ...]],
         "return": Iterator[pd.DataFrame],
     }
     # pyspark's stubs type only the functionType= form, which warns at run time.
-    return cast(Any, pandas_udf)(function, return_type)
+    return cast(Any, pandas_udf)(udf, return_type)
