@@ -87,17 +87,17 @@ def dim_server(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     from jobs import _config
-    from jobs.check import check as check_stores
+    from jobs.check import check as check_stores, check_functions
 
     try:
         config = _config.load(args.config)
     except _config.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    print(f"config {args.config}: ok ({len(config.stores)} stores, {len(config.joins)} joins)")
+    print(f"config {args.config}: ok ({len(config.stores)} stores, {len(config.joins)} steps)")
     for warning in config.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    results = check_stores(config)
+    results = check_stores(config) + check_functions(config)
     for result in results:
         print(result.line(), file=sys.stdout if result.ok else sys.stderr)
     return 0 if all(r.ok for r in results) else EXIT_UNREACHABLE
@@ -105,7 +105,7 @@ def check(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from jobs import _config, enrich_job, sql_job
-    from jobs.check import check as check_stores
+    from jobs.check import check as check_stores, check_functions
 
     try:
         config = _config.load(args.config)
@@ -115,13 +115,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_preflight:
         # The store checks of `enrich check`, before Spark starts: a store that cannot
         # answer would fail the first micro-batch a minute later, in a long trace.
-        failed = [r for r in check_stores(config) if not r.ok]
+        failed = [r for r in check_stores(config) + check_functions(config) if not r.ok]
         for result in failed:
             print(result.line(), file=sys.stderr)
         if failed:
-            names = ", ".join(repr(r.name) for r in failed)
+            names = ", ".join(f"{r.kind} {r.name!r}" for r in failed)
             print(
-                f"error: store {names} did not answer; the job was not started "
+                f"error: {names} did not answer; the job was not started "
                 "(--no-preflight starts it without this check)",
                 file=sys.stderr,
             )

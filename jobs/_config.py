@@ -20,7 +20,10 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
          # shuffle: true routes rows by key first (key affinity)
          retry: {kind: exponential, max_attempts: 3, initial_delay: 0.05, max_delay: 1}}
       - {store: credit, on: user_id, on_error: dead_letter}
+      - {function: "mypkg.scoring:score", returns: "score double", capacity: 50}
+                                  # a user's async function per row (see jobs/_maps.py)
     lookups: {dim_user: {store: users}}      # SQL functions, for jobs/sql_job.py
+    async_udfs: {score: {function: "mypkg.scoring:score", returns: "score double"}}
     lookup_joins: {users_join: {store: users, on: user_id, input: input}}
                                   # SQL table functions: SELECT * FROM users_join(TABLE(input))
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
@@ -29,8 +32,10 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
     trigger: "10 seconds"         # availableNow | once | an interval
     max_error_ratio: 0.01         # exit code 3 when a join's failed rows pass this share
 
-``sources``/``input``/``output`` are accepted for ``stores``/``source``/``sink``, and
-``source`` for ``store`` in a join, as older configs wrote them.
+``sources``/``input``/``output``/``steps`` are accepted for
+``stores``/``source``/``sink``/``joins``, and ``source`` for ``store`` in a join, as
+older configs wrote them. ``stores`` may be left out by a job whose steps are all
+functions.
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ from jobs._lookups import (
     settings,
     store,
 )
+from jobs._maps import MAP_KEYS, UDF_KEYS, is_map_step, map_step
 from jobs._options import check_sink, check_source, did_you_mean
 
 __all__ = ("ConfigError", "JobConfig", "load", "parse")
 
 _SECTIONS = {
     "stores": ("stores", "sources"),
+    "joins": ("joins", "steps"),
     "source": ("source", "input"),
     "sink": ("sink", "output"),
 }
@@ -65,7 +72,9 @@ _TOP_KEYS = {
     "source",
     "input",
     "joins",
+    "steps",
     "lookups",
+    "async_udfs",
     "lookup_joins",
     "dead_letter",
     "sink",
@@ -99,6 +108,8 @@ class JobConfig:
     joins: list[dict[str, Any]] = field(default_factory=list)
     lookups: dict[str, dict[str, Any]] = field(default_factory=dict)
     lookup_joins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # SQL functions calling a user's async function (register_async_udf's arguments)
+    async_udfs: dict[str, dict[str, Any]] = field(default_factory=dict)
     sink: Endpoint | None = None
     dead_letter: Endpoint | None = None
     checkpoint: str | None = None
@@ -145,11 +156,13 @@ def parse(raw: dict[str, Any]) -> JobConfig:
             f"unknown section(s) {unknown}{did_you_mean(unknown[0], _TOP_KEYS)} "
             f"(known: {sorted(_TOP_KEYS)})"
         )
-    store_specs = _section(raw, "stores", dict)
+    store_specs = _section(raw, "stores", dict, required=False)
     stores = {str(name): store(spec, f"stores.{name}") for name, spec in store_specs.items()}
-    dead_letter = raw.get(DEAD_LETTER)
+    dead_letter = raw.get(DEAD_LETTER) is not None
     joins = [
-        settings(join, f"joins[{i}]", stores, JOIN_KEYS, dead_letter is not None)
+        map_step(join, f"joins[{i}]", MAP_KEYS, dead_letter)
+        if is_map_step(join)
+        else settings(join, f"joins[{i}]", stores, JOIN_KEYS, dead_letter)
         for i, join in enumerate(_section(raw, "joins", list, required=False))
     ]
     lookups = {
@@ -160,6 +173,10 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         str(name): settings(spec, f"lookup_joins.{name}", stores, LOOKUP_JOIN_KEYS, False)
         for name, spec in _section(raw, "lookup_joins", dict, required=False).items()
     }
+    async_udfs = {
+        str(name): map_step(spec, f"async_udfs.{name}", UDF_KEYS, False)
+        for name, spec in _section(raw, "async_udfs", dict, required=False).items()
+    }
     source_spec = _section(raw, "source", dict, required=False)
     sink_spec = _section(raw, "sink", dict, required=False)
     config = JobConfig(
@@ -168,8 +185,9 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         joins=joins,
         lookups=lookups,
         lookup_joins=lookup_joins,
+        async_udfs=async_udfs,
         sink=sink(sink_spec, "sink") if sink_spec else None,
-        dead_letter=sink(dead_letter, DEAD_LETTER) if dead_letter is not None else None,
+        dead_letter=sink(raw[DEAD_LETTER], DEAD_LETTER) if dead_letter else None,
         checkpoint=_optional_string(raw, "checkpoint"),
         trigger=_trigger(raw.get("trigger")),
         name=_optional_string(raw, "name") or "enrich-job",

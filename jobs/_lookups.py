@@ -58,7 +58,7 @@ def store(spec: Any, where: str) -> Any:
     except KeyError as exc:
         raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
     except TypeError as exc:
-        message = _argument_error(exc)
+        message = argument_error(exc)
         if message.startswith("unknown setting"):
             from connectors.http import HttpLookup
             from connectors.redis import RedisLookup
@@ -100,6 +100,8 @@ def settings(
             f"(known: {sorted(allowed)})"
         )
     name = out.pop("store", None)
+    if not stores:
+        raise ConfigError(f"{where}.store is {name!r}, but the config has no 'stores' section")
     if not isinstance(name, str) or name not in stores:
         raise ConfigError(f"{where}.store must name one of {sorted(stores)}, got {name!r}")
     out["source"] = stores[name]
@@ -116,7 +118,7 @@ def settings(
             out["retry"] = retry(out["retry"])
         _check(out)
     except TypeError as exc:
-        raise ConfigError(f"{where}: {_argument_error(exc)}") from None
+        raise ConfigError(f"{where}: {argument_error(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return out
@@ -161,7 +163,7 @@ def retry(spec: Any) -> enrich.RetryStrategy:
     raise ValueError(f"retry.kind must be 'fixed' or 'exponential', got {kind!r}")
 
 
-def _argument_error(exc: TypeError) -> str:
+def argument_error(exc: TypeError) -> str:
     # "__init__() got an unexpected keyword argument 'x'" -> "unknown setting 'x'"
     text = str(exc)
     if "unexpected keyword argument" in text:

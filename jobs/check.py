@@ -1,9 +1,11 @@
-"""``enrich check job.yaml``: validate a job config and try each of its stores.
+"""``enrich check job.yaml``: validate a job config and try each of its stores and functions.
 
 Each store is asked for one key (its ``check_key``, default ``0``): an answer, found or
 not, shows the store is reachable, accepts the credentials and speaks the protocol; an
 error for that key alone (an HTTP 400 for a key the service rejects) fails the check too,
-with a hint to set ``check_key``. One line per store; no Spark is started.
+with a hint to set ``check_key``. A function step is imported and its ``returns`` parsed
+when the config loads; with a ``check_row`` it is called once with that row and its
+result read into ``returns``. One line per store and function; no Spark is started.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ class StoreCheck:
     ok: bool
     detail: str
 
+    kind: str = "store"
+
     def line(self) -> str:
-        return f"{'ok' if self.ok else 'FAILED':<6} store {self.name!r}: {self.detail}"
+        return f"{'ok' if self.ok else 'FAILED':<6} {self.kind} {self.name!r}: {self.detail}"
 
 
 def check_store(name: str, store: Any, key: Any, timeout: float = CHECK_TIMEOUT) -> StoreCheck:
@@ -69,3 +73,64 @@ def check(config: Any) -> list[StoreCheck]:
         check_store(name, store, config.check_keys.get(name, 0))
         for name, store in config.stores.items()
     ]
+
+
+def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEOUT) -> StoreCheck:
+    """A function step: imported and its ``returns`` parsed (the config's loading did
+    both); with ``check_row``, called once with it and its result read into
+    ``returns``. Never raises for the function's own failures."""
+    from enrich.lookup.metrics import JoinMetrics
+    from enrich.mapping.rows import Assembler
+    from enrich.mapping.settings import MapSettings
+
+    fn = step["fn"]
+    settings = MapSettings(returns=step["returns"])
+    row = step.get("check_row")
+    if row is None:
+        returns = settings.returns.ddl()
+        detail = f"{_described(fn)} imported; returns ({returns}); no check_row to call it with"
+        return StoreCheck(name, True, detail, "function")
+
+    async def call() -> Any:
+        return await asyncio.wait_for(_call_once(fn, row), timeout)
+
+    started = time.perf_counter()
+    try:
+        result = run_sync(call)
+        Assembler(settings, JoinMetrics(), name).rows([(0, result)])
+    except asyncio.TimeoutError:
+        return StoreCheck(name, False, f"no answer within {timeout:g}s for check_row", "function")
+    except Exception as exc:  # the function's own error, or a result that does not fit
+        return StoreCheck(name, False, f"{_reason(exc)} (check_row {row!r})", "function")
+    elapsed = (time.perf_counter() - started) * 1e3
+    answered = f"check_row answered {result!r:.80} in {elapsed:.0f} ms"
+    return StoreCheck(name, True, answered, "function")
+
+
+async def _call_once(fn: Any, row: dict[str, Any]) -> Any:
+    from enrich import AsyncFunction
+    from enrich.engine.runtime import maybe_await
+
+    if not isinstance(fn, AsyncFunction):
+        return await fn(row)
+    await maybe_await(fn.open())
+    try:
+        return await fn.invoke(row)
+    finally:
+        await maybe_await(fn.close())
+
+
+def _described(fn: Any) -> str:
+    target = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{target.__module__}:{target.__qualname__}"
+
+
+def check_functions(config: Any) -> list[StoreCheck]:
+    """Check every function step and async SQL function of a loaded config."""
+    steps = [
+        (step.get("name") or f"map_{i}", step)
+        for i, step in enumerate(config.joins)
+        if "fn" in step
+    ]
+    steps += list(config.async_udfs.items())
+    return [check_function(str(name), step) for name, step in steps]

@@ -26,21 +26,22 @@ from jobs._files import ConfigError
 
 
 def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[str]]:
-    """``df`` through the configured joins, in order; returns it and the joins' names.
+    """``df`` through the configured steps (lookup joins and async functions), in order;
+    returns it and the steps' names.
 
-    Joins whose ``on_error`` is ``dead_letter`` keep their failures in a private error
-    column each; they are folded into ``enrich_error`` (``"<join>: <reason>"``, the first
-    failing join's) for the dead-letter split.
+    Steps whose ``on_error`` is ``dead_letter`` keep their failures in a private error
+    column each; they are folded into ``enrich_error`` (``"<step>: <reason>"``, the first
+    failing step's) for the dead-letter split.
     """
     from pyspark.sql.functions import coalesce, col, concat, lit, when
 
-    from enrich.spark import lookup_join
+    from enrich.spark import async_map, lookup_join
 
     names: list[str] = []
     reasons = []
     for i, join in enumerate(config.joins):
         settings = dict(join)
-        settings.setdefault("name", f"join_{i}")
+        settings.setdefault("name", step_name(join, i))
         names.append(settings["name"])
         if settings.get("on_error") == _lookups.DEAD_LETTER:
             column = f"_enrich_error_{i}"
@@ -49,7 +50,11 @@ def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[st
                 when(col(column).isNotNull(), concat(lit(f"{settings['name']}: "), col(column)))
             )
         try:
-            df = lookup_join(df, settings.pop("source"), **settings)
+            if "fn" in settings:
+                settings.pop("check_row", None)
+                df = async_map(df, settings.pop("fn"), settings.pop("returns"), **settings)
+            else:
+                df = lookup_join(df, settings.pop("source"), **settings)
         except ValueError as exc:  # a key column missing or of the wrong type, a clash
             raise ConfigError(f"joins[{i}]: {exc}") from None
     if config.dead_letter is not None:
@@ -97,6 +102,11 @@ def run(spark: Any, config: _config.JobConfig, duration: float | None = None) ->
     return query
 
 
+def step_name(step: dict[str, Any], index: int) -> str:
+    """A step's metrics name: its own, else ``join_<i>`` (``map_<i>`` for a function)."""
+    return str(step.get("name") or (f"map_{index}" if "fn" in step else f"join_{index}"))
+
+
 def _policies(names: list[str], joins: list[dict[str, Any]]) -> dict[str, str]:
     return {
         name: str(join.get("on_error", "fail")) for name, join in zip(names, joins, strict=True)
@@ -107,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _entry.arguments((__doc__ or "").splitlines()[0]).parse_args(argv)
 
     def prepare(config: _config.JobConfig) -> tuple[_entry.Body, list[str]]:
-        names = [join.get("name", f"join_{i}") for i, join in enumerate(config.joins)]
+        names = [step_name(join, i) for i, join in enumerate(config.joins)]
         return lambda spark: run(spark, config, args.duration), names
 
     return _entry.main(args, prepare)

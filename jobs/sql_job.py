@@ -3,7 +3,8 @@
     spark-submit jobs/sql_job.py --config job.yaml --sql enrich.sql
 
 The same runs with ``enrich run job.yaml --sql enrich.sql``. The config's ``lookups``
-become SQL functions (``register_lookup``); its ``source`` (if any) is registered as the
+become SQL functions (``register_lookup``), its ``async_udfs`` SQL functions calling a
+user's async function (``register_async_udf``); its ``source`` (if any) is registered as the
 view ``input``; its ``lookup_joins`` become table functions joining a view's rows
 (``register_lookup_join``: ``SELECT * FROM users_join(TABLE(input))``), for the view
 named by their ``input`` (default ``input``). Statements are separated by ``;``. The
@@ -29,12 +30,17 @@ def statements(text: str) -> list[str]:
 
 def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None = None) -> Any:
     """Register the lookups, run the statements, write (or show) the last result."""
+    from enrich.spark.sql.async_udf import register_async_udf
     from enrich.spark.sql.functions import register_lookup
 
     _streams.register_data_sources(spark)
     for name, settings in config.lookups.items():
         options = dict(settings)
         register_lookup(spark, name, options.pop("source"), **options)
+    for name, settings in config.async_udfs.items():
+        options = dict(settings)
+        options.pop("check_row", None)
+        register_async_udf(spark, name, options.pop("fn"), options.pop("returns"), **options)
     if config.source is not None:
         _streams.read(spark, config.source).createOrReplaceTempView("input")
     if config.lookup_joins:
@@ -68,8 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sql = decode(Path(args.sql).read_bytes(), args.sql)
         except OSError as exc:
             raise ConfigError(f"cannot read the SQL file {args.sql!r}: {exc.strerror}") from None
-        policies = {n: str(s.get("on_error", "fail")) for n, s in config.lookups.items()}
-        names = list(config.lookups)  # each function's metrics are filed under its name
+        functions = {**config.lookups, **config.async_udfs}
+        policies = {n: str(s.get("on_error", "fail")) for n, s in functions.items()}
+        names = list(functions)  # each function's metrics are filed under its name
 
         def body(spark: Any) -> None:
             run(spark, config, sql, args.duration)

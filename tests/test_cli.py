@@ -247,7 +247,10 @@ def test_check_warns_of_options_spark_would_ignore(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("stores: {}\njoins: [{store: users, on: id}]\n", "joins[0].store must name one of []"),
+        (
+            "stores: {}\njoins: [{store: users, on: id}]\n",
+            "joins[0].store is 'users', but the config has no 'stores' section",
+        ),
         ("stores: {u: {kind: redis, url: 'redis://${NOPE_NOT_SET}/0'}}\n", "${NOPE_NOT_SET}"),
         ("stores: [1\n", "not valid YAML"),
         (

@@ -175,7 +175,10 @@ def test_a_missing_environment_variable_is_named(tmp_path: Path) -> None:
         (lambda c: c["stores"]["credit"].update(colour=1), r"credit: unknown setting 'colour'"),
         (lambda c: c["stores"]["credit"].pop("url_template"), "needs 'url_template'"),
         (lambda c: c["joins"][0]["cache"].update(ttl=-1), r"joins\[0\]: ttl must be a number > 0"),
-        (lambda c: c.pop("stores"), "needs a 'stores' section"),
+        (
+            lambda c: c.pop("stores"),
+            r"joins\[0\]\.store is 'users', but the config has no 'stores'",
+        ),
         (lambda c: c.update(sinks={}), r"unknown section\(s\) \['sinks'\]"),
         (lambda c: c["source"].pop("schema"), r"source: format 'files' needs 'schema'"),
         (lambda c: c["sink"].update(format="memory"), r"sink: format 'memory' needs 'name'"),

@@ -123,3 +123,33 @@ def test_sql_job_registers_lookups_and_runs_the_file(
     sql_job.run(spark, job, sql)
     got = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
     assert got == [(i, "one") for i in range(12) if i % 4 == 1]
+
+
+def test_a_function_step_runs_in_order_with_the_joins(
+    spark: Any, tmp_path: Path, redis_server: Any, redis_client: redis.Redis
+) -> None:
+    redis_client.set("user:1", json.dumps({"name": "one", "tier": "t"}))
+    out = tmp_path / "mapped"
+    job = config(
+        tmp_path,
+        redis_server.url,
+        input={
+            "format": "json",
+            "path": str(orders(tmp_path)),
+            "schema": "order_id long, user_id long",
+            "streaming": False,
+        },
+        joins=[
+            {"source": "users", "on": "user_id", "how": "inner", "name": "job_map_users"},
+            {
+                "function": "tests.jobs.functions:Scaled",
+                "args": {"factor": 10, "column": "order_id"},
+                "returns": "twice bigint",
+                "name": "job_map_scaled",
+            },
+        ],
+        output={"format": "parquet", "path": str(out), "mode": "overwrite"},
+    )
+    enrich_job.run(spark, job)
+    got = sorted(tuple(r) for r in spark.read.parquet(str(out)).collect())
+    assert got == [(i, 1, "one", "t", i * 10) for i in range(12) if i % 4 == 1]
