@@ -123,10 +123,12 @@ def dimension_service(
     quota: float = 0.0,
     knee: int = 0,
     announce: Announce | None = None,
+    slow_fraction: float = 0.0,
 ) -> Iterator[str]:
     """Run the demo dimension service (on ``port``, or a free one); yields its base URL
     (http://127.0.0.1:PORT). With ``slow_every``, ids divisible by it answer after
-    ``slow_latency`` seconds; ``quota`` (requests/s, then 429) and ``knee`` (requests in
+    ``slow_latency`` seconds; with ``slow_fraction``, that share of ids and scored bodies
+    (chosen by a hash) does; ``quota`` (requests/s, then 429) and ``knee`` (requests in
     flight, then slower) model a loaded service (see enrich.demo.dimension_service).
     ``announce`` gets a line naming its pid."""
     port = port or free_port()
@@ -144,6 +146,8 @@ def dimension_service(
         str(slow_every),
         "--slow-latency",
         str(slow_latency),
+        "--slow-fraction",
+        str(slow_fraction),
         "--quota",
         str(quota),
         "--knee",
