@@ -82,3 +82,47 @@ def test_sql_lookups(spark: Any, services: Path) -> None:
     assert len(rows) == len(orders())
     assert (rows[1001]["name"], rows[1001]["tier"]) == ("user-1", "silver")
     assert rows[1008]["name"] is None and rows[1009]["user_id"] is None
+
+
+def expected_score(order: dict[str, Any]) -> dict[str, Any]:
+    from enrich.demo.scoring import score
+
+    return score({k: order[k] for k in ("order_id", "user_id", "amount")})
+
+
+def test_score_orders(spark: Any, services: Path) -> None:
+    query = enrich_job.run(spark, _config.load(EXAMPLES / "score_orders.yaml"))
+    assert query.exception() is None
+    scored = {r["order_id"]: r for r in spark.read.parquet(str(services / "scored")).collect()}
+    failed = spark.read.json(str(services / "scored-dead-letter")).collect()
+    # Every order once: scored, or in the dead letter (user 13's lookup fails) with why.
+    assert len(scored) + len(failed) == len(orders())
+    assert all(r["enrich_error"].startswith("join_0: decode:") for r in failed)
+    for order in orders():
+        if order["order_id"] in scored:
+            got = scored[order["order_id"]]
+            assert (got["score"], got["label"]) == tuple(expected_score(order).values())
+
+
+def test_score_batches(spark: Any, services: Path) -> None:
+    from enrich.spark import statistics
+
+    enrich_job.run(spark, _config.load(EXAMPLES / "score_batches.yaml"))
+    rows = spark.read.parquet(str(services / "scored-batches")).collect()
+    assert sorted((r["order_id"], r["score"], r["label"]) for r in rows) == sorted(
+        (o["order_id"], *expected_score(o).values()) for o in orders()
+    )
+    metrics = statistics("map_0")
+    assert metrics.rows_out >= len(orders()) and not metrics.errors
+    assert metrics.keys_per_request > 1  # rows went in batches
+
+
+def test_sql_score(spark: Any, services: Path) -> None:
+    config = _config.load(EXAMPLES / "sql_score.yaml")
+    result = sql_job.run(spark, config, (EXAMPLES / "score.sql").read_text())
+    rows = {r["order_id"]: r for r in result.collect()}
+    assert len(rows) == len(orders())
+    for order in orders():
+        got = rows[order["order_id"]]
+        assert (got["score"], got["label"]) == tuple(expected_score(order).values())
+        assert got["error"] is None
