@@ -165,3 +165,45 @@ def test_the_redis_data_sources(
         (4, None),
         (5, "Ada"),
     ]
+
+
+def test_an_async_maps_metrics_reach_the_progress_and_its_sql_function_runs(
+    connect: SparkSession, tmp_path: Path
+) -> None:
+    from enrich.spark import async_map, observed_statistics
+    from enrich.sql import register_async_udf
+    from tests.spark.functions import Echo
+    from tests.spark.test_observed_metrics import field
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for batch in range(2):
+        rows = [{"id": batch * 10 + i, "amount": 0.5} for i in range(3)]
+        (folder / f"{batch}.json").write_text("\n".join(json.dumps(r) for r in rows))
+    stream = (
+        connect.readStream.schema("id long, amount double")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+    )
+    mapped = async_map(stream, Echo(), "seen string, total double", name="connect_map")
+    assert mapped.columns == ["id", "amount", "seen", "total"]  # no metrics column shows
+    query = (
+        mapped.writeStream.format("memory")
+        .queryName("connect_map_out")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert connect.sql("SELECT * FROM connect_map_out").count() == 6
+    progress = [p for p in query.recentProgress if int(field(p, "numInputRows")) > 0]
+    assert len(progress) == 2
+    for p in progress:
+        got = observed_statistics(p)["connect_map"]
+        assert (got.rows_in, got.rows_out, got.requests) == (3, 3, 3)
+    register_async_udf(connect, "connect_echo", Echo(), "seen string, total double")
+    got = connect.sql(
+        "SELECT connect_echo(struct(id, amount)) AS e FROM VALUES (1, 2.0) AS t(id, amount)"
+    )
+    assert got.collect()[0].e.total == 3.0
