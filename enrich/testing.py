@@ -20,6 +20,7 @@ from typing import Any
 
 from ._errors import LookupFailed
 from .engine.function import AsyncFunction, ResultFuture
+from .engine.hold import held_back
 from .engine.runtime import in_loop_thread
 from .lookup.dimension.schema import Schema
 
@@ -235,6 +236,9 @@ class FakeSource:
         fail_keys: key -> how many calls fail that key alone before it succeeds.
         never: keys that are never answered.
         error: what failing calls raise (default: a retryable ``LookupFailed``).
+        permit_wait: seconds each call first waits for a rate limit's permit, as a
+            source with a job rate limit does: marked as held back
+            (:mod:`enrich.engine.hold`), so a join's timeout does not count it.
 
     It hands answers over as they arrive (``lookup_each``): the keys of a call are
     answered at their own times, and a key in ``never`` holds back no other key.
@@ -256,8 +260,10 @@ class FakeSource:
         fail_keys: Mapping[Any, int] | None = None,
         never: Iterable[Any] = (),
         error: BaseException | None = None,
+        permit_wait: float = 0.0,
     ) -> None:
         self.schema = Schema.of(schema)
+        self._permit_wait = permit_wait
         self.data = dict(data or {})
         self._clock = clock
         self._latency = latency
@@ -284,6 +290,9 @@ class FakeSource:
     async def _answers(self, keys: list[Any], *, each: bool) -> AsyncIterator[dict[Any, Any]]:
         """The call's answers, grouped by the time they are due, in time order."""
         self.requests.append(keys)
+        if self._permit_wait:
+            with held_back():
+                await self._sleep(self._permit_wait)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

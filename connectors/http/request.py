@@ -13,6 +13,8 @@ from typing import Any
 import aiohttp
 import yarl
 
+from enrich.engine.hold import held_back
+
 from . import body
 from .errors import (
     parse_retry_after,
@@ -58,11 +60,14 @@ async def send(
     if not slots.take():  # a free slot is taken without awaiting (see connectors.slots)
         await slots.wait()
     adaptive = pool.adaptive
-    started = time.perf_counter() if adaptive is not None else 0.0
     throttled = False
+    started: float | None = None
     try:
         if pool.throttler is not None:
-            await pool.throttler.acquire()
+            with held_back():  # a permit of the per-process rate: not the store's time
+                await pool.throttler.acquire()
+        if adaptive is not None:
+            started = time.perf_counter()
         try:
             for hops in range(_MAX_REDIRECTS + 1):
                 async with pool.session.request(
@@ -106,7 +111,7 @@ async def send(
             throttled = isinstance(exc, asyncio.TimeoutError)
             raise transport_error(exc, target=target, key=key) from exc
     finally:
-        if adaptive is not None:
+        if adaptive is not None and started is not None:
             latency = time.perf_counter() - started
             limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=throttled)
             if limit != slots.limit:

@@ -16,8 +16,17 @@ Guarantees:
 * A lookup never fails because of the limiter: when its Redis cannot be reached (a
   connection error, no answer within 0.25 s, an error reply), the process logs one
   warning per outage and keeps to ``fallback_rate`` (default ``rate / 8``) from a local
-  token bucket, asking Redis again a second later. While the outage lasts the job's
-  total is ``processes * fallback_rate``: pick it for the number of processes you run.
+  token bucket, at every moment of the outage: the bucket hands out at most a batch at a
+  time (``min(batch, fallback_rate / 10)``, at least one permit), paced, never a whole
+  waiting demand at once, and between two batches the process asks Redis again once
+  ``RETRY_REDIS_AFTER`` (1 s) has passed since its last failure, so it uses Redis again
+  within about a second of its return. While the outage lasts the job's total is at
+  most ``processes * (fallback_rate * t + batch)`` over any ``t`` seconds, plus the
+  permits each process held from Redis when it began (at most ``rate * burst_seconds``):
+  pick ``fallback_rate`` for the number of processes you run.
+* Waiting for a permit is back-pressure, not a slow store: the wait is marked on the
+  waiting work's :class:`~enrich.engine.hold.Hold` (when its owner set one), so a join's
+  timeout does not count it.
 * Callers are served in the order they asked; one task per process asks the limiter's
   Redis, for what all waiting callers need together (at least a batch).
 """
@@ -33,6 +42,7 @@ from typing import Any
 from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_url
 from enrich.engine.clock import Clock, LoopClock
+from enrich.engine.hold import held_back
 
 from .bucket import TokenBucket
 from .settings import DEFAULT_LIMITER_TIMEOUT, JobRateLimit
@@ -41,6 +51,8 @@ _log = logging.getLogger("connectors.ratelimit")
 _REGISTRY = "connectors.ratelimit"
 # After a failed call to the limiter's Redis, the local fallback serves this long.
 RETRY_REDIS_AFTER = 1.0
+# The fallback hands out at most this many seconds' worth of its rate at once.
+FALLBACK_BATCH_SECONDS = 0.1
 
 # KEYS[1]: the bucket. ARGV: microseconds per permit, burst in microseconds, permits
 # wanted. Returns {granted, microseconds until one more permit (when none granted)}.
@@ -67,7 +79,8 @@ return {granted, 0}
 
 @dataclass(frozen=True)
 class LimiterStatistics:
-    """What a process's limiter did: permits from Redis, from the fallback, outages."""
+    """What a process's limiter did: permits from Redis, from the fallback, and the
+    outages of its Redis (each counted once, however long it lasted)."""
 
     granted: int
     fallback: int
@@ -96,8 +109,11 @@ class JobLimiter:
         self._waiting: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         self._demand = 0
         self._drawer: asyncio.Task[None] | None = None
-        self._fallback = TokenBucket(settings.per_process_fallback, settings.batch)
+        fallback = settings.per_process_fallback
+        self._fallback_batch = max(1, min(settings.batch, int(fallback * FALLBACK_BATCH_SECONDS)))
+        self._fallback = TokenBucket(fallback, self._fallback_batch)
         self._redis_after = float("-inf")
+        self._in_outage = False
         self._granted = self._from_fallback = self._outages = 0
         self._interval_us = 1e6 / settings.rate
         self._burst_us = settings.burst_seconds * 1e6
@@ -112,7 +128,8 @@ class JobLimiter:
         self._demand += permits
         if self._drawer is None:
             self._drawer = self.loop.create_task(self._serve())
-        await waiter
+        with held_back():
+            await waiter
 
     def statistics(self) -> LimiterStatistics:
         return LimiterStatistics(self._granted, self._from_fallback, self._outages)
@@ -151,7 +168,8 @@ class JobLimiter:
         return False
 
     async def _draw(self, wanted: int) -> None:
-        """Add up to ``wanted`` permits to the ones in hand, waiting as the bucket says."""
+        """Add up to ``wanted`` permits to the ones in hand, or wait as the bucket says
+        (the caller loops while permits are wanted)."""
         clock = self._clock
         if clock.now() >= self._redis_after:
             try:
@@ -159,28 +177,44 @@ class JobLimiter:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure of the limiter's store: fall back
-                self._outages += 1
-                self._redis_after = clock.now() + RETRY_REDIS_AFTER
-                _log.warning(
-                    "job rate limit: the limiter's Redis %s failed (%s: %s); keeping to "
-                    "%g permits/s in this process for %g s",
-                    mask_url(self.settings.redis_url or "", keep_user=True),
-                    type(exc).__name__,
-                    exc,
-                    self.settings.per_process_fallback,
-                    RETRY_REDIS_AFTER,
-                )
+                self._redis_failed(exc)
             else:
+                if self._in_outage:
+                    self._in_outage = False
+                    _log.warning(
+                        "job rate limit: the limiter's Redis %s answers again",
+                        mask_url(self.settings.redis_url or "", keep_user=True),
+                    )
                 self._granted += granted
                 self._permits += granted
                 if not granted:
                     await clock.sleep(wait_us / 1e6)
                 return
-        self._from_fallback += wanted
-        wait = self._fallback.take(wanted, clock.now())
-        if wait:
-            await clock.sleep(wait)
-        self._permits += wanted
+        # The fallback: a batch at most, taken only once the bucket holds it, so the
+        # permits go out paced; a wait ends early when Redis is due to be asked again.
+        batch = min(wanted, self._fallback_batch)
+        wait = self._fallback.take(batch, clock.now())
+        if not wait:
+            self._from_fallback += batch
+            self._permits += batch
+            return
+        await clock.sleep(max(0.0, min(wait, self._redis_after - clock.now())))
+
+    def _redis_failed(self, exc: Exception) -> None:
+        self._redis_after = self._clock.now() + RETRY_REDIS_AFTER
+        if self._in_outage:
+            return
+        self._in_outage = True
+        self._outages += 1
+        _log.warning(
+            "job rate limit: the limiter's Redis %s failed (%s: %s); keeping to "
+            "%g permits/s in this process, asking it again every %g s",
+            mask_url(self.settings.redis_url or "", keep_user=True),
+            type(exc).__name__,
+            exc,
+            self.settings.per_process_fallback,
+            RETRY_REDIS_AFTER,
+        )
 
     async def _ask(self, wanted: int) -> tuple[int, int]:
         if self._script is None:

@@ -26,6 +26,7 @@ from typing import Any
 from .._errors import LookupTimeout
 from .clock import Clock
 from .function import AsyncFunction, ResultFuture, has_default_error_handler, has_default_timeout
+from .hold import Hold, reset_hold, set_hold
 from .mailbox.invoke import invoker_for
 from .mailbox.output import Output
 from .mailbox.queue import Entry, OrderedQueue, Partial, UnorderedQueue
@@ -64,6 +65,9 @@ class Operator:
     * ``open()`` and ``close()`` of ``func`` run once per run, whatever ends it (the
       input's end, a failure, or the consumer going away); the cancellations of a run
       that is shutting down are never taken as its records' own outcomes.
+    * A record's timeout does not count the time the run was held back waiting for a
+      rate limit's permits (:mod:`.hold`): the function's calls run with the run's
+      :class:`~.hold.Hold` as the current one, which a limiter marks while it waits.
     * UNORDERED only: a record may :meth:`release` part of its outputs before it
       completes; they leave as soon as no watermark is ahead of the record, and return
       their share of its capacity at once.
@@ -100,7 +104,9 @@ class Operator:
         self._loop = loop
         self._loop_thread: int | None = None
         self._post = post
-        self._timers = Timers(clock, timeout, self._expire, self._restart)
+        # The run's hold: its records' deadlines move on while a rate limit holds it.
+        self.hold = Hold(clock)
+        self._timers = Timers(clock, timeout, self._expire, self._restart, self.hold)
         self._invoker = invoker_for(func, self, loop)
         # With a gate or batched calls, records wait for their call to start
         # (mailbox/starter.py); otherwise they start as they are admitted.
@@ -112,7 +118,7 @@ class Operator:
                 batch_wait=batch_wait,
                 clock=clock,
                 timers=self._timers,
-                start=self._invoker.start,
+                start=self._start_calls,
                 is_live=self._is_live,
             )
         self.output = Output()
@@ -132,7 +138,11 @@ class Operator:
 
     async def open(self) -> None:
         self._loop_thread = threading.get_ident()
-        await maybe_await(self._func.open())
+        token = set_hold(self.hold)  # what the function makes in open() holds it too
+        try:
+            await maybe_await(self._func.open())
+        finally:
+            reset_hold(token)
 
     def finish(self) -> None:
         """No more input: post "done" once every admitted record has been emitted."""
@@ -174,7 +184,11 @@ class Operator:
             self._flush()
             return
         group = self._timers.new_group()
-        self._invoker.admit(values, group)
+        token = set_hold(self.hold)  # the calls' tasks inherit it
+        try:
+            self._invoker.admit(values, group)
+        finally:
+            reset_hold(token)
         if self.failed is None:
             self._timers.arm(group)
         self._flush()
@@ -321,7 +335,7 @@ class Operator:
         retry = self.retry
         assert retry is not None
         when = retry.retry_at(attempt, self._clock.now(), error)
-        if not retry.starts_in_time(when, entry.group.deadline):
+        if not retry.starts_in_time(when, self._timers.deadline(entry.group)):
             return False
         entry.attempt = attempt + 1
         self._retries += 1
@@ -334,7 +348,17 @@ class Operator:
             if self._starter is not None:
                 self._starter.add(live)  # a retry is a call: it passes the gate again
             else:
-                self._invoker.start(live)
+                self._start_calls(live)
+
+    def _start_calls(self, entries: list[Entry]) -> None:
+        # The calls' tasks inherit the run's hold (not the starter's wait at its gate:
+        # records waiting there have no deadline yet, and the calls already started
+        # keep theirs running).
+        token = set_hold(self.hold)
+        try:
+            self._invoker.start(entries)
+        finally:
+            reset_hold(token)
 
     def _expire(self, group: Group) -> None:
         for entry in group.entries:

@@ -31,6 +31,7 @@ from connectors.ratelimit.adaptive import record_concurrency
 
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
+from ..engine.hold import Hold, current_hold
 from ..engine.retry import RetryStrategy
 from .cache.full import FullCache
 from .cache.settings import CacheStatistics, LookupCache
@@ -68,8 +69,10 @@ class LookupJoin(AsyncFunction):
             ``retry_on_result``); a retry is made for the rows whose deadline it starts
             before (for the others the last outcome stands), never reads the cache.
         timeout: seconds a chunk's rows have, from admission to answer (give the
-            operator the same timeout: its timer calls :meth:`timeout`). A row that
-            times out leaves the request its key shares with other chunks' rows.
+            operator the same timeout: its timer calls :meth:`timeout`), not counting
+            the time the run waited for a rate limit's permits (the operator's
+            :class:`~enrich.engine.hold.Hold`). A row that times out leaves the request
+            its key shares with other chunks' rows.
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
 
@@ -128,6 +131,7 @@ class LookupJoin(AsyncFunction):
         self.metrics = JoinMetrics()
         self._timeout = settings.timeout
         self._clock = clock
+        self._hold: Hold | None = None
         self._store: Any = None
         self._registry = Registry()
         self._delivery = Delivery(
@@ -153,10 +157,13 @@ class LookupJoin(AsyncFunction):
         loop = asyncio.get_running_loop()
         if self._clock is None:
             self._clock = LoopClock(loop)
-        self._batcher.open(loop, self._clock)
+        # The operator's run's hold (None when driven otherwise): the time a rate limit
+        # holds the requests back moves the chunks' deadlines on.
+        self._hold = current_hold()
+        self._batcher.open(loop, self._clock, self._hold)
         if isinstance(self.cache, LookupCache):
             self._store = self.cache.storage(_scope(self.source))
-        self._settler.open(self._clock, self._store)
+        self._settler.open(self._clock, self._store, self._hold)
 
     def close(self) -> None:
         self._batcher.close()
@@ -181,6 +188,7 @@ class LookupJoin(AsyncFunction):
         assert clock is not None, "open() was not called"
         now = clock.now()
         deadline = now + self._timeout if self._timeout is not None else float("inf")
+        held_at = self._hold.held() if self._hold is not None else 0.0
         metrics = self.metrics
         store = self._store
         registry = self._registry
@@ -193,6 +201,7 @@ class LookupJoin(AsyncFunction):
         for value, result in zip(values, results, strict=True):
             tag, keys = value
             chunk = Chunk(id(value), tag, keys, result, deadline)
+            chunk.held_at = held_at
             chunks[chunk.ident] = chunk
             answers = chunk.answers
             metrics.rows_in += len(keys)

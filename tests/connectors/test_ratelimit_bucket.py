@@ -8,21 +8,41 @@ from connectors.ratelimit import JobRateLimit
 from connectors.ratelimit.bucket import TokenBucket
 
 
-def test_a_burst_is_free_then_takes_wait_their_share_of_the_rate() -> None:
+def test_a_burst_is_free_then_a_take_waits_and_takes_nothing() -> None:
     bucket = TokenBucket(rate=10.0, burst=2.0)
     assert bucket.take(1, now=0.0) == 0.0
     assert bucket.take(1, now=0.0) == 0.0
     assert bucket.take(1, now=0.0) == pytest.approx(0.1)
-    assert bucket.take(1, now=0.0) == pytest.approx(0.2)
+    # Told to wait, the caller took nothing: asking again at once gets the same answer,
+    # however many callers ask (no permit is granted ahead of time).
+    assert bucket.take(1, now=0.0) == pytest.approx(0.1)
+    assert bucket.take(2, now=0.05) == pytest.approx(0.15)
+    assert bucket.take(1, now=0.1) == 0.0
     assert bucket.take(1, now=1.0) == 0.0  # refilled, up to the burst only
+    assert bucket.take(2, now=1.0) == pytest.approx(0.1)
 
 
-def test_the_rate_holds_over_any_interval() -> None:
+def test_a_take_above_the_burst_is_refused() -> None:
+    bucket = TokenBucket(rate=10.0, burst=2.0)
+    with pytest.raises(ValueError, match=r"permits must be in \[1, burst=2\], got 3"):
+        bucket.take(3, now=0.0)
+    with pytest.raises(ValueError, match="burst >= 1"):
+        TokenBucket(rate=10.0, burst=0.5)
+
+
+def test_the_rate_holds_over_every_interval_however_much_is_wanted() -> None:
     bucket = TokenBucket(rate=100.0, burst=5.0)
-    now, started = 0.0, 0.0
-    for _ in range(1000):
-        now += bucket.take(1, now)  # the caller waits what it is told
-    assert 5 + 100 * (now - started) + 1e-9 >= 1000
+    now, granted = 0.0, []
+    while len(granted) < 1000:  # a crowd wanting 1000 permits: the caller loops
+        wait = bucket.take(5, now)
+        if wait:
+            now += wait
+        else:
+            granted.extend([now] * 5)
+    for start in granted:  # every interval [start, start + t]: burst + rate * t at most
+        for t in (0.0, 0.05, 0.5, 1.0):
+            inside = sum(1 for at in granted if start <= at <= start + t)
+            assert inside <= 5 + 100 * t + 1e-9
 
 
 @pytest.mark.parametrize(

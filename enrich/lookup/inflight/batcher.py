@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...engine.clock import Clock
+from ...engine.hold import Hold, set_hold
 from ..metrics import JoinMetrics
 from ..source import LookupSource, hands_over_each
 from .registry import Registry
@@ -44,6 +45,7 @@ class Batcher:
         "_clock",
         "_counts",
         "_failed",
+        "_hold",
         "_loop",
         "_metrics",
         "_registry",
@@ -78,11 +80,14 @@ class Batcher:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clock: Clock | None = None
+        self._hold: Hold | None = None
         self._requests: set[asyncio.Task[None]] = set()
 
-    def open(self, loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
+    def open(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold: Hold | None = None) -> None:
+        """Send requests on ``loop``; a rate limit's waits in them mark ``hold``."""
         self._loop = loop
         self._clock = clock
+        self._hold = hold
 
     def close(self) -> None:
         """Cancel the requests in flight and drop the pending keys."""
@@ -117,6 +122,8 @@ class Batcher:
             request.add_done_callback(self._requests.discard)
 
     async def _request(self, keys: list[Any]) -> None:
+        if self._hold is not None:
+            set_hold(self._hold)  # this task's own context: whatever scheduled it
         metrics = self._metrics
         clock = self._clock
         assert clock is not None

@@ -28,6 +28,7 @@ class Chunk:
         "answers",
         "deadline",
         "done",
+        "held_at",
         "ident",
         "keys",
         "releases",
@@ -46,6 +47,7 @@ class Chunk:
         self.keys = keys
         self.result = result
         self.deadline = deadline
+        self.held_at = 0.0  # the run's held time at admission (see enrich.engine.hold)
         self.done = False
         self.answers: dict[Any, Any] = {}
         self.remaining = 0  # distinct keys not answered yet

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..._errors import LookupFailed
 from ...engine.clock import Clock
+from ...engine.hold import Hold
 from ..cache.settings import MISS
 from ..joined import Failed, as_rows
 from ..metrics import JoinMetrics
@@ -37,6 +38,7 @@ class Settler:
     __slots__ = (
         "_clock",
         "_delivery",
+        "_hold",
         "_metrics",
         "_on_error",
         "_registry",
@@ -57,11 +59,14 @@ class Settler:
         self._delivery = delivery
         self._clock: Clock | None = None
         self._store: Any = None
+        self._hold: Hold | None = None
 
-    def open(self, clock: Clock, store: Any) -> None:
-        """Start settling with ``clock`` and the cache's ``store`` (or None)."""
+    def open(self, clock: Clock, store: Any, hold: Hold | None = None) -> None:
+        """Start settling with ``clock``, the cache's ``store`` (or None) and the run's
+        ``hold`` (the time it moves the chunks' deadlines on by, or None)."""
         self._clock = clock
         self._store = store
+        self._hold = hold
 
     def answered(self, keys: list[Any], found: Mapping[Any, Any]) -> None:
         """Hand the answers of ``keys`` (absent from ``found``: a miss) to their rows."""
@@ -171,7 +176,12 @@ class Settler:
         clock = self._clock
         assert clock is not None
         when = retry.retry_at(attempt, clock.now(), error)
-        staying = [chunk for chunk in waiters if retry.starts_in_time(when, chunk.deadline)]
+        held = self._hold.held() if self._hold is not None else 0.0
+        staying = [
+            chunk
+            for chunk in waiters
+            if retry.starts_in_time(when, chunk.deadline + held - chunk.held_at)
+        ]
         if not staying:
             return []  # it would start after every deadline: the last outcome stands
         self._metrics.retries += 1

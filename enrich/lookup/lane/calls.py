@@ -1,11 +1,13 @@
 """The columnar lane's calls to its source: one attempt for a chunk's keys, on the loop.
 
 An attempt splits the keys into calls of at most ``max_batch`` keys (one call when the
-source bounds its own requests), runs them concurrently until the chunk's deadline,
-and returns their parts in key order: answers, or replies still to decode
-(:class:`Fetched`, from a source's ``fetch_arrow``). :meth:`LaneCalls.settle` turns the
-parts into one answer on whichever thread calls it. A call that raises, a decode step
-that raises, or a call still out at the deadline fails only its own keys.
+source bounds its own requests), runs them concurrently until the chunk's deadline
+(which moves on while a rate limit holds the chunk's requests back, see
+:mod:`enrich.engine.hold`), and returns their parts in key order: answers, or replies
+still to decode (:class:`Fetched`, from a source's ``fetch_arrow``).
+:meth:`LaneCalls.settle` turns the parts into one answer on whichever thread calls it.
+A call that raises, a decode step that raises, or a call still out at the deadline
+fails only its own keys.
 
 Imports no pyspark.
 """
@@ -15,11 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from ..._errors import LookupTimeout
+from ...engine.hold import Deadline
 from .columnar import ColumnarAnswer, ColumnarSource, Decode, concat_answers, rows_to_struct
 
 
@@ -81,7 +85,7 @@ class LaneCalls:
         self.max_batch = max_batch
 
     async def attempt(
-        self, keys: pa.Array, number: int, deadline: float | None, resolved: Resolved
+        self, keys: pa.Array, number: int, deadline: Deadline | None, resolved: Resolved
     ) -> list[Part]:
         """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
         call that raises fails its keys, one still out at the deadline times them out;
@@ -97,9 +101,8 @@ class LaneCalls:
             size = max(1, len(keys))
         slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
         calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
-        timeout = None if deadline is None else max(0.0, deadline - loop.time())
         try:
-            _, late = await asyncio.wait(calls, timeout=timeout)
+            late = await wait_within(calls, deadline)
         except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves them be
             for call in calls:
                 call.cancel()
@@ -160,6 +163,43 @@ class LaneCalls:
                 else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, number)
             )
         return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
+
+
+async def wait_within(
+    calls: Sequence[asyncio.Task[Part]], deadline: Deadline | None
+) -> set[asyncio.Task[Part]]:
+    """Wait until every call is done or ``deadline`` falls; the calls still out then.
+    While the deadline's hold holds the chunk back, only the calls' end or the hold's
+    release is awaited: the deadline moves on meanwhile."""
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Future[Any]] = set(calls)
+    while pending:
+        if deadline is None:
+            await asyncio.wait(pending)
+            return set()
+        hold = deadline.hold
+        if hold is not None and hold.is_held():
+            released: asyncio.Future[None] = loop.create_future()
+            waiter = hold.when_released(partial(_resolve_once, released))
+            try:
+                _, pending = await asyncio.wait(
+                    pending | {released}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                waiter.cancel()
+                released.cancel()
+            pending.discard(released)
+            continue
+        remaining = deadline.at() - loop.time()
+        if remaining <= 0:
+            break
+        _, pending = await asyncio.wait(pending, timeout=remaining)
+    return pending  # type: ignore[return-value]
+
+
+def _resolve_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _check_length(answer: ColumnarAnswer, keys: pa.Array) -> None:

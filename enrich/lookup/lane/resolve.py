@@ -20,6 +20,8 @@ import asyncio
 
 import pyarrow as pa
 
+from ...engine.clock import LoopClock
+from ...engine.hold import Deadline, Hold, set_hold
 from ...engine.retry import RetryStrategy
 from ..cache.settings import LookupCache
 from ..cache.store import CacheStore
@@ -69,7 +71,13 @@ class ChunkResolver:
         """What the cache and the source answer for ``distinct`` (distinct, non-null keys)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = started + self.timeout if self.timeout is not None else None
+        deadline = None
+        if self.timeout is not None:
+            # The chunk's own hold, in this task's context (its calls' tasks inherit
+            # it): time its requests wait for a rate limit's permits moves its deadline.
+            hold = Hold(LoopClock(loop))
+            set_hold(hold)
+            deadline = Deadline(started, self.timeout, hold)
         calls = self.calls
         resolved = Resolved(ColumnarAnswer(pa.nulls(0, self.struct_type)))
         store = self.store()

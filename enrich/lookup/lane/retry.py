@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import pyarrow as pa
 
+from ...engine.hold import Deadline
 from ...engine.retry import RetryStrategy
 from ..join import _MISS_RESULT
 from .columnar import ColumnarAnswer
@@ -29,7 +30,7 @@ async def with_retries(
     keys: pa.Array,
     answer: ColumnarAnswer,
     retry: RetryStrategy,
-    deadline: float | None,
+    deadline: Deadline | None,
 ) -> tuple[ColumnarAnswer, int]:
     """``answer`` (the first attempt's, aligned with ``keys``) after the retries it
     calls for; and how many key retries were made."""
@@ -41,6 +42,7 @@ async def with_retries(
         missing = answer.rows.is_null().to_pylist()
         groups: dict[float, list[int]] = {}  # start time -> key positions
         now = loop.time()
+        due = deadline.at() if deadline is not None else None
         for position in candidates:
             error = answer.errors.get(position)
             if error is not None:
@@ -54,7 +56,7 @@ async def with_retries(
             if not again:
                 continue
             when = retry.retry_at(number, now, error)
-            if retry.starts_in_time(when, deadline):
+            if retry.starts_in_time(when, due):
                 groups.setdefault(when, []).append(position)
         if not groups:
             break
