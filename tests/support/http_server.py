@@ -13,6 +13,7 @@ what it received::
     server.large["u7"] = (b"[" * 2**22, False)     # that body, streamed in chunks, no length
     server.raw["u8"] = b'{"n": NaN}'              # in a batch answer, that JSON text as is
     server.requests                                # every request, with its raw path
+    server.wait_for_requests(100, timeout=60)      # block until 100 have arrived
 
 A request's key is its last path segment, percent-decoded (or its ``id`` query value when
 there is one); unknown keys get 404. ``POST /batch`` takes a JSON array of keys and answers
@@ -88,6 +89,7 @@ class HttpTestServer:
     def __init__(self) -> None:
         self._script = _Script()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._requests: list[Received] = []
         self._in_flight = 0
         self._max_in_flight = 0
@@ -181,6 +183,21 @@ class HttpTestServer:
         with self._lock:
             return list(self._requests)
 
+    def wait_for_requests(self, count: int, timeout: float) -> list[Received]:
+        """Block until at least ``count`` requests arrived since the last reset (from a
+        thread other than the server's); returns every request so far.
+
+        Raises:
+            TimeoutError: fewer arrived within ``timeout`` seconds (the message says how
+                many).
+        """
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self._requests) >= count, timeout):
+                raise TimeoutError(
+                    f"{len(self._requests)} requests arrived in {timeout} s, waited for {count}"
+                )
+            return list(self._requests)
+
     @property
     def max_in_flight(self) -> int:
         """The most requests the server was handling at the same time."""
@@ -264,6 +281,7 @@ class HttpTestServer:
             )
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._arrived.notify_all()
         try:
             if request.raw_path.partition("?")[0] == BATCH_PATH:
                 return await self._batch(script, body)
