@@ -6,35 +6,48 @@ may be in flight now. It owns no clock and no task: the connectors time their re
 and apply :attr:`AdaptiveLimit.limit` to their request slots (see ``connectors``'
 ``concurrency="auto"``), so every decision can be replayed sample by sample in a test.
 
-The algorithm follows Envoy's adaptive concurrency filter (and Netflix's
-concurrency-limits): measure the store's unloaded latency with the limit pinned low,
-then move the limit by the gradient between that latency (times a tolerance) and what
-the requests see now:
+It follows Envoy's adaptive concurrency filter (the latency measured unloaded, with the
+limit pinned low; a target 25% above it) and Netflix's Gradient2 (move by the gradient
+between that target and what the requests see now; never grow a limit the demand does
+not use), made for a client on a busy machine, whose every measured latency carries its
+own scheduling delay (a response waits for the loop, the loop for a CPU: on a loaded
+2-core machine a 20 ms service measured 25-45 ms):
 
-* first, and again every ``probe_every`` windows (500: about 250 round trips of
-  the limit, so a probe of about 5 round trips costs about 2%), a probe pins the limit to
-  ``probe_limit`` until ``window_samples`` answers arrived with no more than that in
-  flight; their mean latency is the unloaded one, the target is that times ``tolerance``
-  (2 by default: on a shared machine the client's own scheduling noise is part of every
-  latency it measures);
-* samples are grouped into windows of ``max(window_samples, limit // 2)`` requests (about
-  half a round of the limit: long enough to average out one slow key, short enough to
-  react within a few round trips);
-* after a window moves the limit, the answers of the requests already in flight are left
-  out of the next window: they were sent under the old limit, and a window of them says
-  nothing of the new one (counting them let the limit grow a second and third time
-  before any request sent at the first step's load had answered: a 2-core CI run saw 200
-  in flight against a knee of 32);
+* **Fast answers, not the mean.** The delay only ever adds, and it does not hit every
+  answer, so the unloaded latency is the *fastest* answer of the probe, and a window is
+  judged by its fastest quarter (``FAST_QUANTILE``): a store that queues slows every
+  request down, fast ones included. Judged by the mean, the client's own delay read as a
+  store past its knee; judged by the single fastest answer, a request that met a
+  moment of low load hid a knee already passed.
+* **Damped moves.** A window moves the limit by the square root of the gradient
+  ``target / fast latency`` (at most x1.5 up, at most halving): where latency grows as
+  the square of the excess in flight (a saturated store), that lands on the target in
+  one move; where it grows linearly (a queue), in a few. The full gradient halved a
+  limit 40% past the knee, then regrew it: it swung around the knee.
+* **Two windows agree before a move.** A window of a stalled machine (every answer
+  late) or of a lucky moment says as much as a real change, once: the limit moves when
+  two windows in a row point the same way, by the milder of their steps.
+
+The rules:
+
+* first, and again every ``probe_every`` windows (500: a probe of about 10 round trips
+  costs about 1%), or after 5 windows in a row at the minimum (the store became slower
+  for good: Envoy's rule), a probe pins the limit to ``probe_limit`` until twice
+  ``window_samples`` answers arrived with no more than that in flight; their fastest is
+  the unloaded latency, and the target is that times ``tolerance`` (1.25);
+* samples are grouped into windows of ``max(window_samples, limit // 2)`` answers
+  (about half a round of the limit);
+* after the limit moves, the answers of the requests already in flight are left out of
+  the next window: they were sent under the old limit, and say nothing of the new one;
 * a window with a throttled request (HTTP 429/503, a timeout) multiplies the limit by
   ``backoff`` at once, without waiting for the window to fill, and at most once a window;
-* a window whose mean is above the target shrinks the limit by ``target / mean`` (the
-  gradient, at most halving it);
-* a window at or under the target whose requests used at least nine tenths of the limit
-  grows it by half the gradient's step (at most x1.5) or by ``sqrt(limit)``, whichever
-  is more; a limit the demand did not fill does not grow: its latency says nothing about
-  more (as TCP keeps an application-limited window, RFC 7661). With half, a bursty
-  demand grew the limit to twice what it used, and the next burst sent all of it at
-  once: 443 in flight against a knee at 200, where nine tenths peaked at 379.
+* two windows in a row whose fast latency is above the target shrink the limit by the
+  square root of the gradient (the milder of the two, at most halving it);
+* two windows in a row at or under the target grow it the same way (at most x1.5),
+  provided the requests used at least nine tenths of it: a limit the demand did not fill
+  does not grow, its latency says nothing about more (as TCP keeps an
+  application-limited window, RFC 7661; Gradient2 asks for half, with which a bursty
+  demand grew the limit to twice what it used, and its next burst sent all of it).
 """
 
 from __future__ import annotations
@@ -51,13 +64,21 @@ if TYPE_CHECKING:
     from enrich.lookup.metrics import JoinMetrics
 
 DEFAULT_INITIAL = 16
-DEFAULT_TOLERANCE = 2.0
+# The target latency is the unloaded one plus this share (Envoy's buffer, 25%).
+DEFAULT_TOLERANCE = 1.25
 DEFAULT_BACKOFF = 0.9
 DEFAULT_WINDOW_SAMPLES = 20
 # The unloaded latency is measured with this many requests in flight, every so many
 # windows (Envoy's adaptive concurrency pins its limit the same way, every minute).
 DEFAULT_PROBE_LIMIT = 4
 DEFAULT_PROBE_EVERY = 500
+# A window is judged by the latency below which this share of its answers came.
+FAST_QUANTILE = 0.25
+# A limit at its minimum this many windows in a row measures the unloaded latency again.
+PROBE_AT_MINIMUM = 5
+# A move changes the limit at most by these factors.
+MAX_GROWTH = 1.5
+MAX_CUT = 0.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,12 +86,13 @@ class AdaptiveSettings:
     """How an adaptive limit moves. Frozen, validated on construction.
 
     Attributes:
-        initial: the limit before any sample.
+        initial: the limit after the first probe.
         minimum: the limit never goes below this.
         maximum: nor above this (a connector passes its pool size).
-        tolerance: the target latency is the unloaded one times this (> 1).
+        tolerance: the target latency (a window's fast answers) is the unloaded one
+            times this (> 1).
         backoff: the factor applied on a throttled request (between 0 and 1).
-        window_samples: the fewest samples a window holds.
+        window_samples: the fewest samples a window holds (a probe, twice that).
         probe_limit: the limit while the unloaded latency is measured.
         probe_every: windows between two such measurements.
 
@@ -116,7 +138,8 @@ class LimitStatistics:
 
     Attributes:
         limit: requests allowed in flight now.
-        target_latency: the latency it aims at, seconds (None before the first window).
+        target_latency: the latency a window's fast answers aim at, seconds (None
+            before the first probe ended).
         throttled: requests the store throttled (429/503, timeouts) so far.
         decreases / increases: the limit's moves so far.
     """
@@ -132,28 +155,30 @@ class AdaptiveLimit:
     """An in-flight limit that follows the store's latency and its throttling.
 
     Guarantees: ``limit`` stays within ``[minimum, maximum]`` (a probe pins it to
-    ``min(probe_limit, maximum)``); outside a probe it never grows in a window with a
-    throttled request or a mean latency above the target, nor in one that used less
-    than nine tenths of it; a throttled request lowers it at most once a window.
+    ``min(probe_limit, maximum)``); outside a probe it moves by latency only when two
+    windows in a row agree, by at most x1.5 up or x0.5 down; it never grows in a window
+    with a throttled request or with fast answers above the target, nor in one that used
+    less than nine tenths of it; a throttled request lowers it at most once a window.
     """
 
     __slots__ = (
-        "_count",
+        "_at_minimum",
         "_decreases",
         "_increases",
+        "_latencies",
         "_limit",
         "_no_load",
         "_peak",
         "_probe_count",
-        "_probe_sum",
+        "_probe_fastest",
         "_probing",
         "_settings",
         "_settling",
         "_since_probe",
-        "_sum",
         "_throttled",
         "_throttled_now",
         "_unreported",
+        "_verdict",
     )
 
     def __init__(self, settings: AdaptiveSettings | None = None) -> None:
@@ -161,14 +186,15 @@ class AdaptiveLimit:
         self._limit = float(self._settings.initial)
         self._no_load: float | None = None
         self._throttled = self._decreases = self._increases = self._unreported = 0
-        self._count = self._peak = 0
-        self._sum = 0.0
+        self._peak = self._at_minimum = 0
+        self._latencies: list[float] = []  # the window's
+        self._verdict: float | None = None  # the last window's step, if it did not move
         self._throttled_now = False
-        # Answers still to leave out: requests sent before the window moved the limit.
+        # Answers still to leave out: requests sent before the limit moved.
         self._settling = 0
         self._probing = True  # the unloaded latency is measured first
         self._probe_count = self._since_probe = 0
-        self._probe_sum = 0.0
+        self._probe_fastest = math.inf
 
     @property
     def limit(self) -> int:
@@ -182,7 +208,8 @@ class AdaptiveLimit:
         return self._probing
 
     def target_latency(self) -> float | None:
-        """The latency aimed at (seconds), None until the first probe has ended."""
+        """The latency a window's fast answers aim at (seconds), None until the first
+        probe has ended."""
         if self._no_load is None:
             return None
         return self._no_load * self._settings.tolerance
@@ -204,20 +231,25 @@ class AdaptiveLimit:
             return self.limit
         if throttled and not self._throttled_now:
             self._throttled_now = True
+            before = int(self._limit)
             self._set(self._limit * settings.backoff)
+            if int(self._limit) != before:
+                self._verdict = None
         if self._settling:
             self._settling -= 1
             return self.limit
-        self._count += 1
-        self._sum += latency
+        latencies = self._latencies
+        latencies.append(latency)
         if in_flight > self._peak:
             self._peak = in_flight
-        if self._count >= max(settings.window_samples, int(self._limit) // 2):
+        if len(latencies) >= max(settings.window_samples, int(self._limit) // 2):
             if self._close_window():
                 self._settling = in_flight - 1  # this answer is in, the rest still out
             self._since_probe += 1
-            if self._since_probe >= settings.probe_every:
+            self._at_minimum = self._at_minimum + 1 if self.limit <= settings.minimum else 0
+            if self._since_probe >= settings.probe_every or self._at_minimum >= PROBE_AT_MINIMUM:
                 self._probing = True
+                self._at_minimum = 0
         return self.limit
 
     def statistics(self) -> LimitStatistics:
@@ -239,31 +271,37 @@ class AdaptiveLimit:
         if throttled or in_flight > min(settings.probe_limit, settings.maximum):
             return
         self._probe_count += 1
-        self._probe_sum += latency
-        if self._probe_count >= settings.window_samples:
-            self._no_load = self._probe_sum / self._probe_count
+        if latency < self._probe_fastest:
+            self._probe_fastest = latency
+        if self._probe_count >= 2 * settings.window_samples:
+            self._no_load = self._probe_fastest
             self._probing = False
             self._probe_count = self._since_probe = 0
-            self._probe_sum = 0.0
+            self._probe_fastest = math.inf
+            self._verdict = None
             self._new_window()
 
     def _close_window(self) -> bool:
-        """Move the limit by the window's mean; whether it moved."""
-        settings = self._settings
+        """Judge the window by its fast answers, move the limit if the last window
+        agrees; whether it moved."""
         before = int(self._limit)
-        mean = self._sum / self._count
-        assert self._no_load is not None  # measured by the first probe
-        target = self._no_load * settings.tolerance
-        if not self._throttled_now:
-            headroom = max(1.0, math.sqrt(self._limit))
-            if mean > target:
-                self._set(self._limit * max(0.5, target / mean))
-            elif self._peak * 10 >= int(self._limit) * 9:  # the limit was (nearly) full
-                # Half the gradient's step up (at most x1.5): a full step overshoots a
-                # knee and swings around it.
-                gradient = min(2.0, target / mean) if mean > 0 else 2.0
-                step = self._limit * (gradient - 1) / 2
-                self._set(self._limit + max(step, headroom))
+        if self._throttled_now:  # the backoff has moved it already
+            self._verdict = None
+        else:
+            assert self._no_load is not None  # measured by the first probe
+            ordered = sorted(self._latencies)
+            fast = ordered[int(FAST_QUANTILE * len(ordered))]
+            target = self._no_load * self._settings.tolerance
+            # The gradient's square root: a damped step (see the module docstring).
+            step = math.sqrt(target / fast) if fast > 0 else MAX_GROWTH
+            last, self._verdict = self._verdict, step
+            if last is not None and (step < 1) == (last < 1):
+                if step < 1:
+                    self._set(self._limit * max(MAX_CUT, step, last))
+                elif self._peak * 10 >= before * 9:  # the limit was (nearly) full
+                    self._set(self._limit * min(MAX_GROWTH, step, last))
+            if int(self._limit) != before:
+                self._verdict = None
         self._new_window()
         return int(self._limit) != before
 
@@ -277,8 +315,8 @@ class AdaptiveLimit:
         self._limit = limit
 
     def _new_window(self) -> None:
-        self._count = self._peak = self._settling = 0
-        self._sum = 0.0
+        self._latencies = []
+        self._peak = self._settling = 0
         self._throttled_now = False
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from connectors.ratelimit.adaptive import (
+    FAST_QUANTILE,
+    PROBE_AT_MINIMUM,
     AdaptiveLimit,
     AdaptiveSettings,
     record_concurrency,
@@ -12,6 +16,8 @@ from connectors.ratelimit.adaptive import (
 from enrich.lookup.metrics import JoinMetrics
 
 BASE = 0.005
+TARGET = 1.25 * BASE  # the default tolerance
+GROW = math.sqrt(1.25)  # a window at the unloaded latency: the gradient's square root
 
 
 def probe(limit: AdaptiveLimit, latency: float = BASE) -> int:
@@ -22,13 +28,27 @@ def probe(limit: AdaptiveLimit, latency: float = BASE) -> int:
     return limit.limit
 
 
-def window(limit: AdaptiveLimit, latency: float, *, in_flight: int | None = None) -> int:
+def windows(limit: AdaptiveLimit, latency: float, count: int, in_flight: int | None = None) -> None:
+    """``count`` windows of equal samples, the limit full unless ``in_flight`` says; after
+    a window that moved the limit, the answers sent under the old one drain first."""
+    for _ in range(count):
+        before = limit.limit
+        size = max(AdaptiveSettings().window_samples, before // 2)
+        load = before if in_flight is None else in_flight
+        for _ in range(size):
+            limit.sample(latency, in_flight=load)
+        if limit.limit != before and not limit.is_probing():
+            for _ in range(load - 1):
+                limit.sample(latency, in_flight=limit.limit)
+
+
+def settle_moves(limit: AdaptiveLimit, latency: float, *, in_flight: int | None = None) -> int:
     """Feed equal samples, as a closed loop at the limit answers, until the limit moves
-    (the requests sent under the old limit drain, then a window fills) or surely would
-    have; the limit after it."""
+    (the requests sent under the old limit drain, then two windows agree) or surely
+    would have; the limit after it."""
     before = limit.limit
     size = max(AdaptiveSettings().window_samples, before // 2)
-    for _ in range(4 * size + 2 * before):
+    for _ in range(6 * size + 2 * before):
         limit.sample(latency, in_flight=before if in_flight is None else in_flight)
         if limit.limit != before:
             break
@@ -36,83 +56,114 @@ def window(limit: AdaptiveLimit, latency: float, *, in_flight: int | None = None
 
 
 def knee_latency(in_flight: int, knee: int = 200) -> float:
-    """The test service's knee: flat below ``knee`` in flight, growing as the square above."""
+    """A store's knee: flat below ``knee`` in flight, growing as the square above."""
     return BASE if in_flight <= knee else BASE * (in_flight / knee) ** 2
 
 
-def test_measures_the_unloaded_latency_first_with_the_limit_pinned_low() -> None:
+def test_measures_the_unloaded_latency_first_by_the_probes_fastest_answer() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=10))
     assert limit.limit == 4 and limit.target_latency() is None
     for _ in range(30):  # answers of requests sent before the pin: loaded, ignored
         limit.sample(1.0, in_flight=9)
     assert limit.is_probing()
 
-    assert probe(limit) == 10
-    assert limit.target_latency() == pytest.approx(2 * BASE)
+    # The client's own delays make most answers late: only the fastest tells the store's.
+    for n in range(39):
+        limit.sample(BASE if n == 17 else 3 * BASE, in_flight=4)
+    assert limit.is_probing()  # twice window_samples answers
+    limit.sample(3 * BASE, in_flight=4)
+
+    assert not limit.is_probing() and limit.limit == 10
+    assert limit.target_latency() == pytest.approx(TARGET)
 
 
-def test_grows_while_latency_stays_below_the_target() -> None:
-    limit = AdaptiveLimit(AdaptiveSettings(initial=10, maximum=1000))
+def test_a_window_is_judged_by_its_fast_quarter_not_its_mean() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=16, probe_every=10**6))
     probe(limit)
-    seen = [window(limit, BASE) for _ in range(6)]
+    fast = int(FAST_QUANTILE * 20) + 1
+    for _ in range(2):  # most answers waited for a busy client: their store was fast
+        for n in range(20):
+            limit.sample(BASE if n < fast else 10 * BASE, in_flight=16)
 
-    assert seen == sorted(seen)
-    assert seen[-1] > 60  # below the target the gradient grows it x1.5 a window
+    assert limit.limit == int(16 * GROW) == 17
+
+
+def test_grows_while_latency_stays_at_the_unloaded_one() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=10, maximum=1000, probe_every=10**6))
+    probe(limit)
+    seen = [settle_moves(limit, BASE) for _ in range(10)]
+
+    assert seen == sorted(seen) and len(set(seen)) == 10
+    assert seen[-1] == int(10 * GROW**10)  # 30: x1.118 a move, two windows a move
+
+
+def test_one_window_does_not_move_the_limit_two_agreeing_do() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=40, probe_every=10**6))
+    probe(limit)
+    windows(limit, 10 * BASE, 1)  # a stalled machine: every answer late, once
+    windows(limit, BASE, 1)
+    windows(limit, 10 * BASE, 1)
+    assert limit.limit == 40
+
+    windows(limit, 10 * BASE, 1)  # twice in a row: the store is slow
+    assert limit.limit == 20  # sqrt(1.25 / 10) = 0.35: at most halved
+
+
+def test_lands_on_a_quadratic_knee_in_one_move() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=200, maximum=1000, probe_every=10**6))
+    probe(limit)
+
+    after = settle_moves(limit, knee_latency(200, knee=100))
+
+    # (200 / 100) ** 2 = 4 times the unloaded latency: x sqrt(1.25 / 4) = 111.8, where the
+    # knee's latency is 1.25 times the unloaded one, the target.
+    assert after == int(200 * math.sqrt(1.25 / 4)) == 111
+    for _ in range(5):  # and it stays there
+        settle_moves(limit, knee_latency(limit.limit, knee=100))
+    assert limit.limit in (111, 112)
 
 
 def test_does_not_grow_when_the_limit_is_not_used() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=20))
     probe(limit)
-    for _ in range(10):
-        window(limit, BASE, in_flight=3)
+    windows(limit, BASE, 10, in_flight=3)
 
     assert limit.limit == 20
+
+
+def test_grows_only_when_the_demand_filled_nine_tenths_of_the_limit() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
+    probe(limit)
+
+    assert settle_moves(limit, BASE, in_flight=89) == 100  # fast, but 89 used
+    assert settle_moves(limit, BASE, in_flight=90) == int(100 * GROW) == 111
 
 
 def test_leaves_out_the_answers_sent_under_the_old_limit() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
     probe(limit)
-    assert window(limit, BASE) == 149  # x1.5 (less a rounding), 100 in flight at the close
+    assert settle_moves(limit, BASE) == 111  # 100 in flight when the second window closed
 
     for _ in range(99):  # the other 99 were sent at 100 in flight: fast, and no news
-        limit.sample(BASE, in_flight=149)
-    assert limit.limit == 149  # counted, they would have grown it again, to 223
-    for _ in range(74):  # a window of requests sent at 149 in flight: past the knee
-        limit.sample(4 * BASE, in_flight=149)
+        limit.sample(BASE, in_flight=111)
+    windows(limit, BASE, 1)  # one window of requests sent at 111: fast too
+    assert limit.limit == 111  # counted, the 99 would have made it a second window
+    windows(limit, 4 * BASE, 2)  # two windows at 111 in flight: past the knee
 
-    assert limit.limit == 74  # halved: 149 * max(0.5, 10 / 20)
+    assert limit.limit == int(111.8 * math.sqrt(1.25 / 4)) == 62
 
 
 def test_a_probe_drains_what_the_old_limit_sent() -> None:
-    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=1))
+    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=2))
     probe(limit)
-    for _ in range(50):  # a window: the limit grows, and the next probe starts
-        limit.sample(BASE, in_flight=100)
+    windows(limit, BASE, 2)  # two windows: the limit grows, and the next probe starts
+    assert limit.is_probing()
     probe(limit)  # counts only answers within its pin: the old ones are gone by its end
-    assert limit.limit == 149
+    assert limit.limit == 111
 
-    for _ in range(74):  # the first window after the probe counts from its first answer
-        limit.sample(BASE, in_flight=149)
+    windows(limit, BASE, 2)  # the windows after the probe count from its first answer
 
-    assert limit.statistics().increases == 2  # it closed, and grew the limit again
-
-
-def test_grows_only_when_the_demand_filled_the_limit() -> None:
-    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=1000, probe_every=10**6))
-    probe(limit)
-
-    assert window(limit, BASE, in_flight=80) == 100  # fast, but 80 used: nothing learnt
-    assert window(limit, BASE, in_flight=95) == 149
-
-
-def test_shrinks_by_the_gradient_when_latency_rises_above_the_target() -> None:
-    limit = AdaptiveLimit(AdaptiveSettings(initial=100, maximum=100))
-    probe(limit)  # the unloaded latency: 5 ms, the target 10 ms
-
-    after = window(limit, 0.0125)
-
-    assert after == 80  # 100 * 10 / 12.5
-    assert limit.statistics().decreases == 1
+    assert limit.statistics().increases == 2 and limit.is_probing()
 
 
 def test_a_throttled_request_backs_off_at_once_and_once_a_window() -> None:
@@ -135,42 +186,57 @@ def test_stays_within_its_bounds() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=4, minimum=2, maximum=8, probe_every=10**6))
     probe(limit)
     for _ in range(20):
-        window(limit, BASE)
+        settle_moves(limit, BASE)
     assert limit.limit == 8
-    for _ in range(50):
+    seen = []
+    for _ in range(10):
         limit.sample(1.0, in_flight=8, throttled=True)
-        window(limit, 1.0)
-    assert limit.limit == 2
+        seen.append(limit.limit)
+        seen.append(settle_moves(limit, 1.0))
+    assert min(seen) == 2  # and no lower (it probes again there: see below)
 
 
 def test_finds_the_knee_and_recovers_after_an_overload() -> None:
     # A closed loop: every request of the limit is in flight, at the knee's latency.
     limit = AdaptiveLimit(AdaptiveSettings(initial=16, maximum=2000, probe_every=10**6))
     probe(limit)
-    levels = [window(limit, knee_latency(limit.limit)) for _ in range(100)]
-    settled = levels[-50:]
-    # At most twice the unloaded latency: (in flight / 200) ** 2 <= 2, in flight <= 283,
-    # give or take one step.
-    assert min(settled) >= 200 and max(settled) <= 300
+    levels = [settle_moves(limit, knee_latency(limit.limit)) for _ in range(60)]
+    # At the target: (in flight / 200) ** 2 <= 1.25, in flight <= 223, give or take one
+    # (damped) step.
+    assert min(levels[-20:]) >= 200 and max(levels[-20:]) <= 225
 
     for _ in range(3000):  # the store throttles everything for a while: one cut a window
         limit.sample(BASE, in_flight=limit.limit, throttled=True)
     assert limit.limit < 20
-    for _ in range(100):  # and recovers
-        window(limit, knee_latency(limit.limit))
-    assert limit.limit >= 200
+    for _ in range(60):  # and recovers
+        settle_moves(limit, knee_latency(limit.limit))
+    assert 200 <= limit.limit <= 225
 
 
 def test_probes_again_and_follows_a_store_that_became_slower() -> None:
-    limit = AdaptiveLimit(AdaptiveSettings(initial=50, probe_every=5))
+    limit = AdaptiveLimit(AdaptiveSettings(initial=50, probe_every=6))
     probe(limit)
-    for _ in range(5):
-        window(limit, 4 * BASE)  # above the target: the limit shrinks
+    windows(limit, 4 * BASE, 6)  # above the target: the limit shrinks
     assert limit.is_probing() and limit.limit == 4
 
     probe(limit, 4 * BASE)  # the slower store's unloaded latency
 
-    assert limit.target_latency() == pytest.approx(8 * BASE)
+    assert limit.target_latency() == pytest.approx(4 * TARGET)
+
+
+def test_a_limit_stuck_at_its_minimum_probes_again() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=4, probe_every=10**6))
+    probe(limit)
+    windows(limit, 100 * BASE, 4)  # two moves of two windows each: 4, 2, 1
+    assert limit.limit == 1 and not limit.is_probing()
+    windows(limit, 100 * BASE, PROBE_AT_MINIMUM - 2)
+    assert not limit.is_probing()
+
+    windows(limit, 100 * BASE, 1)  # the fifth window in a row at the minimum
+
+    assert limit.is_probing()
+    probe(limit, 100 * BASE)  # the store became slower for good
+    assert limit.target_latency() == pytest.approx(100 * TARGET)
 
 
 @pytest.mark.parametrize(
@@ -204,7 +270,7 @@ class _Source:
 def test_metrics_carry_the_limit_and_each_throttled_request_once() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=10))
     probe(limit)
-    window(limit, BASE)
+    settle_moves(limit, BASE)
     limit.sample(BASE, in_flight=10, throttled=True)
     first, second = JoinMetrics(), JoinMetrics()
 
@@ -215,8 +281,8 @@ def test_metrics_carry_the_limit_and_each_throttled_request_once() -> None:
 
     now = limit.limit
     assert (first.concurrency_limit, first.throttled) == (now, 1)
-    assert first.target_latency == pytest.approx(BASE * 2)
+    assert first.target_latency == pytest.approx(TARGET)
     assert (second.concurrency_limit, second.throttled) == (now, 0)
     first.merge(second)
     assert (first.concurrency_limit, first.throttled) == (now, 1)
-    assert f"concurrency limit {now}, target 10.0ms, throttled 1" in first.summary()
+    assert f"concurrency limit {now}, target 6.2ms, throttled 1" in first.summary()
