@@ -24,6 +24,7 @@ SUITES = (
     "full_cache",
     "spark_versions",
     "limits",
+    "knee_model",
 )
 
 

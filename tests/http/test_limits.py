@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from tests.http.conftest import MakeSource
+from tests.support.arrivals import busiest_window
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 
 
@@ -50,38 +49,30 @@ async def test_max_connections_bounds_batch_posts_in_flight(
     assert http_server.max_in_flight <= 2
 
 
-def _busiest_window(starts: list[float], width: float) -> int:
-    starts = sorted(starts)
-    best = 0
-    for i, start in enumerate(starts):
-        best = max(best, sum(1 for t in starts[i:] if t - start < width))
-    return best
-
-
 @pytest.mark.asyncio
 async def test_rate_limit_spreads_request_starts(
     http_server: HttpTestServer, make_source: MakeSource
 ) -> None:
     keys = [f"u{i}" for i in range(40)]
 
-    await make_source(rate_limit=50).lookup_many(keys)
+    await make_source(rate_limit=20).lookup_many(keys)
 
     starts = [request.started for request in http_server.requests]
     assert len(starts) == 40
-    # 50/s lets 5 requests start per 100 ms. The bound is loose: the first burst opens new
-    # connections and can reach the server as late as the next burst (reusing them).
-    # Unthrottled, all 40 arrive within a few milliseconds.
-    assert _busiest_window(starts, 0.1) <= 12
-    # 35 requests after the first burst of 5, at 50/s: at least 0.7 s (minus noise).
-    assert max(starts) - min(starts) >= 0.6
+    # 20/s with bursts of 2: at most 22 in any second as the service counts them; 1.5x
+    # leaves room for a busy machine's stalls (arrivals bunch after one). Unthrottled,
+    # all 40 arrive within a few milliseconds.
+    assert busiest_window(starts, 1.0) <= 30
 
 
 @pytest.mark.asyncio
 async def test_a_slow_rate_limit_sends_one_request_at_a_time(
     http_server: HttpTestServer, make_source: MakeSource
 ) -> None:
-    await make_source(rate_limit=8).lookup_many(["a", "b", "c"])
+    await make_source(rate_limit=8).lookup_many([f"u{i}" for i in range(8)])
 
-    starts = sorted(request.started for request in http_server.requests)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.1  # 1/8 s apart, minus noise
+    starts = [request.started for request in http_server.requests]
+    assert len(starts) == 8
+    # One request every 1/8 s (a burst of one): 2 in any quarter of a second, 4 at most
+    # when a stall of the client or the service bunched them; unthrottled, 8 at once.
+    assert busiest_window(starts, 0.25) <= 4
