@@ -31,8 +31,9 @@ own scheduling delay (a response waits for the loop, the loop for a CPU: on a lo
 The rules:
 
 * first, and again every ``probe_every`` windows (500: a probe of about 10 round trips
-  costs about 1%), or after 5 windows in a row at the minimum (the store became slower
-  for good: Envoy's rule), a probe pins the limit to ``probe_limit`` until twice
+  costs about 1%), or after 5 windows in a row slower than the target with the limit
+  at the probe's level (the store became slower for good: Envoy's rule, which waits for
+  the minimum), a probe pins the limit to ``probe_limit`` until twice
   ``window_samples`` answers arrived with no more than that in flight; their fastest is
   the unloaded latency, and the target is that times ``tolerance`` (1.25);
 * samples are grouped into windows of ``max(window_samples, limit // 2)`` answers
@@ -42,7 +43,12 @@ The rules:
 * a window with a throttled request (HTTP 429/503, a timeout) multiplies the limit by
   ``backoff`` at once, without waiting for the window to fill, and at most once a window;
 * two windows in a row whose fast latency is above the target shrink the limit by the
-  square root of the gradient (the milder of the two, at most halving it);
+  square root of the gradient (the milder of the two, at most halving it), never below
+  ``probe_limit`` (4): latency measured there is the unloaded one by definition, and a
+  client that is busy with its own work (a loopback Redis, where decoding is the cost)
+  sees its latency grow with every request it overlaps, down to a limit of one, which
+  loses the overlap of its work with the store's; a throttled request goes lower (as
+  Envoy keeps a minimum concurrency of 3);
 * two windows in a row at or under the target grow it the same way (at most x1.5),
   provided the requests used at least nine tenths of it: a limit the demand did not fill
   does not grow, its latency says nothing about more (as TCP keeps an
@@ -74,8 +80,9 @@ DEFAULT_PROBE_LIMIT = 4
 DEFAULT_PROBE_EVERY = 500
 # A window is judged by the latency below which this share of its answers came.
 FAST_QUANTILE = 0.25
-# A limit at its minimum this many windows in a row measures the unloaded latency again.
-PROBE_AT_MINIMUM = 5
+# A limit at the probe's level whose windows stay slower than the target this many times
+# in a row measures the unloaded latency again (the store became slower for good).
+PROBE_WHEN_STUCK = 5
 # A move changes the limit at most by these factors.
 MAX_GROWTH = 1.5
 MAX_CUT = 0.5
@@ -156,13 +163,13 @@ class AdaptiveLimit:
 
     Guarantees: ``limit`` stays within ``[minimum, maximum]`` (a probe pins it to
     ``min(probe_limit, maximum)``); outside a probe it moves by latency only when two
-    windows in a row agree, by at most x1.5 up or x0.5 down; it never grows in a window
+    windows in a row agree, by at most x1.5 up or x0.5 down and never below the probe's
+    level (only a throttled request takes it lower); it never grows in a window
     with a throttled request or with fast answers above the target, nor in one that used
     less than nine tenths of it; a throttled request lowers it at most once a window.
     """
 
     __slots__ = (
-        "_at_minimum",
         "_decreases",
         "_increases",
         "_latencies",
@@ -175,6 +182,7 @@ class AdaptiveLimit:
         "_settings",
         "_settling",
         "_since_probe",
+        "_stuck",
         "_throttled",
         "_throttled_now",
         "_unreported",
@@ -186,7 +194,7 @@ class AdaptiveLimit:
         self._limit = float(self._settings.initial)
         self._no_load: float | None = None
         self._throttled = self._decreases = self._increases = self._unreported = 0
-        self._peak = self._at_minimum = 0
+        self._peak = self._stuck = 0
         self._latencies: list[float] = []  # the window's
         self._verdict: float | None = None  # the last window's step, if it did not move
         self._throttled_now = False
@@ -246,10 +254,9 @@ class AdaptiveLimit:
             if self._close_window():
                 self._settling = in_flight - 1  # this answer is in, the rest still out
             self._since_probe += 1
-            self._at_minimum = self._at_minimum + 1 if self.limit <= settings.minimum else 0
-            if self._since_probe >= settings.probe_every or self._at_minimum >= PROBE_AT_MINIMUM:
+            if self._since_probe >= settings.probe_every or self._stuck >= PROBE_WHEN_STUCK:
                 self._probing = True
-                self._at_minimum = 0
+                self._stuck = 0
         return self.limit
 
     def statistics(self) -> LimitStatistics:
@@ -295,15 +302,25 @@ class AdaptiveLimit:
             # The gradient's square root: a damped step (see the module docstring).
             step = math.sqrt(target / fast) if fast > 0 else MAX_GROWTH
             last, self._verdict = self._verdict, step
+            floor = self._floor()
+            # Slower than the target at the probe's level: the store itself got slower.
+            self._stuck = self._stuck + 1 if step < 1 and before <= floor else 0
             if last is not None and (step < 1) == (last < 1):
                 if step < 1:
-                    self._set(self._limit * max(MAX_CUT, step, last))
+                    cut = self._limit * max(MAX_CUT, step, last)
+                    self._set(max(cut, min(self._limit, floor)))
                 elif self._peak * 10 >= before * 9:  # the limit was (nearly) full
                     self._set(self._limit * min(MAX_GROWTH, step, last))
             if int(self._limit) != before:
                 self._verdict = None
         self._new_window()
         return int(self._limit) != before
+
+    def _floor(self) -> int:
+        """The lowest limit latency alone may set: the probe's level, where the latency
+        measured is the unloaded one by definition (throttling may go lower)."""
+        settings = self._settings
+        return max(settings.minimum, min(settings.probe_limit, settings.maximum))
 
     def _set(self, limit: float) -> None:
         settings = self._settings

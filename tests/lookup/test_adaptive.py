@@ -8,7 +8,7 @@ import pytest
 
 from connectors.ratelimit.adaptive import (
     FAST_QUANTILE,
-    PROBE_AT_MINIMUM,
+    PROBE_WHEN_STUCK,
     AdaptiveLimit,
     AdaptiveSettings,
     record_concurrency,
@@ -189,11 +189,9 @@ def test_stays_within_its_bounds() -> None:
         settle_moves(limit, BASE)
     assert limit.limit == 8
     seen = []
-    for _ in range(10):
-        limit.sample(1.0, in_flight=8, throttled=True)
-        seen.append(limit.limit)
-        seen.append(settle_moves(limit, 1.0))
-    assert min(seen) == 2  # and no lower (it probes again there: see below)
+    for _ in range(1000):  # throttled all along: a cut a window, down to the minimum
+        seen.append(limit.sample(BASE, in_flight=limit.limit, throttled=True))
+    assert min(seen) == 2 and limit.limit == 2
 
 
 def test_finds_the_knee_and_recovers_after_an_overload() -> None:
@@ -224,15 +222,27 @@ def test_probes_again_and_follows_a_store_that_became_slower() -> None:
     assert limit.target_latency() == pytest.approx(4 * TARGET)
 
 
-def test_a_limit_stuck_at_its_minimum_probes_again() -> None:
+def test_latency_alone_never_takes_the_limit_below_the_probes_level() -> None:
+    limit = AdaptiveLimit(AdaptiveSettings(initial=16, probe_every=10**6))
+    probe(limit)
+    windows(limit, 100 * BASE, 4)  # halved twice: 16, 8, 4
+    assert limit.limit == 4
+    windows(limit, 100 * BASE, PROBE_WHEN_STUCK - 1)
+    assert limit.limit == 4  # where the unloaded latency was measured
+
+    for _ in range(3):  # a throttled request goes lower
+        limit.sample(BASE, in_flight=4, throttled=True)
+        windows(limit, BASE, 1, in_flight=1)
+    assert limit.limit == 2
+
+
+def test_a_limit_stuck_at_the_probes_level_probes_again() -> None:
     limit = AdaptiveLimit(AdaptiveSettings(initial=4, probe_every=10**6))
     probe(limit)
-    windows(limit, 100 * BASE, 4)  # two moves of two windows each: 4, 2, 1
-    assert limit.limit == 1 and not limit.is_probing()
-    windows(limit, 100 * BASE, PROBE_AT_MINIMUM - 2)
-    assert not limit.is_probing()
+    windows(limit, 100 * BASE, PROBE_WHEN_STUCK - 1)  # slower than the target, at 4
+    assert limit.limit == 4 and not limit.is_probing()
 
-    windows(limit, 100 * BASE, 1)  # the fifth window in a row at the minimum
+    windows(limit, 100 * BASE, 1)  # the fifth window in a row
 
     assert limit.is_probing()
     probe(limit, 100 * BASE)  # the store became slower for good
