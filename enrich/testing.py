@@ -20,7 +20,7 @@ from typing import Any
 
 from ._errors import LookupFailed
 from .engine.function import AsyncFunction, ResultFuture
-from .engine.hold import held_back
+from .engine.mailbox.hold import held_back
 from .engine.runtime import in_loop_thread
 from .lookup.dimension.schema import Schema
 
@@ -238,7 +238,7 @@ class FakeSource:
         error: what failing calls raise (default: a retryable ``LookupFailed``).
         permit_wait: seconds each call first waits for a rate limit's permit, as a
             source with a job rate limit does: marked as held back
-            (:mod:`enrich.engine.hold`), so a join's timeout does not count it.
+            (:mod:`enrich.engine.mailbox.hold`), so a join's timeout does not count it.
 
     It hands answers over as they arrive (``lookup_each``): the keys of a call are
     answered at their own times, and a key in ``never`` holds back no other key.

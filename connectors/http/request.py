@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from enrich.engine.hold import held_back
+from enrich.engine.mailbox.hold import held_back
 
 from . import body
 from .errors import (

@@ -25,7 +25,7 @@ Guarantees:
   permits each process held from Redis when it began (at most ``rate * burst_seconds``):
   pick ``fallback_rate`` for the number of processes you run.
 * Waiting for a permit is back-pressure, not a slow store: the wait is marked on the
-  waiting work's :class:`~enrich.engine.hold.Hold` (when its owner set one), so a join's
+  waiting work's :class:`~enrich.engine.mailbox.hold.Hold` (when its owner set one), so a join's
   timeout does not count it.
 * Callers are served in the order they asked; one task per process asks the limiter's
   Redis, for what all waiting callers need together (at least a batch).
@@ -42,7 +42,7 @@ from typing import Any
 from connectors.loop_local import loop_resource, pop_loop_resource
 from connectors.masking import mask_url
 from enrich.engine.clock import Clock, LoopClock
-from enrich.engine.hold import held_back
+from enrich.engine.mailbox.hold import held_back
 
 from .bucket import TokenBucket
 from .settings import DEFAULT_LIMITER_TIMEOUT, JobRateLimit

@@ -26,7 +26,7 @@ from typing import Any
 from .._errors import LookupTimeout
 from .clock import Clock
 from .function import AsyncFunction, ResultFuture, has_default_error_handler, has_default_timeout
-from .hold import Hold, reset_hold, set_hold
+from .mailbox.hold import Hold, reset_hold, set_hold
 from .mailbox.invoke import invoker_for
 from .mailbox.output import Output
 from .mailbox.queue import Entry, OrderedQueue, Partial, UnorderedQueue

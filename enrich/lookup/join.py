@@ -31,7 +31,7 @@ from connectors.ratelimit.adaptive import record_concurrency
 
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
-from ..engine.hold import Hold, current_hold
+from ..engine.mailbox.hold import Hold, current_hold
 from ..engine.retry import RetryStrategy
 from .cache.full import FullCache
 from .cache.settings import CacheStatistics, LookupCache
@@ -71,7 +71,7 @@ class LookupJoin(AsyncFunction):
         timeout: seconds a chunk's rows have, from admission to answer (give the
             operator the same timeout: its timer calls :meth:`timeout`), not counting
             the time the run waited for a rate limit's permits (the operator's
-            :class:`~enrich.engine.hold.Hold`). A row that times out leaves the request
+            :class:`~enrich.engine.mailbox.hold.Hold`). A row that times out leaves the request
             its key shares with other chunks' rows.
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).

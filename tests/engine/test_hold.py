@@ -1,4 +1,4 @@
-"""Time held back by a rate limit (enrich.engine.hold) does not count against a timeout:
+"""Time held back by a rate limit (enrich.engine.mailbox.hold) does not count against a timeout:
 the hold's arithmetic, the operator's deadlines and the columnar lane's, step by step."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import FixedDelayRetry, lookup_chunks_async
-from enrich.engine.hold import Deadline, Hold, current_hold, held_back, reset_hold, set_hold
+from enrich.engine.mailbox.hold import Deadline, Hold, current_hold, held_back, reset_hold, set_hold
 from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
 from enrich.testing import ColumnarFakeSource, FakeClock, FakeSource, drive

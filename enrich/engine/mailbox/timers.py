@@ -5,7 +5,7 @@ same instant); records waiting for a retry that starts at the same time share on
 So a chunk of records costs one timer, whatever its size, and every timer is cancelled
 as soon as nobody needs it: none is left once every admitted record has completed.
 
-With a :class:`~enrich.engine.hold.Hold`, a deadline moves on by the time the run was
+With a :class:`~enrich.engine.mailbox.hold.Hold`, a deadline moves on by the time the run was
 held back by a rate limit while the group was pending: waiting for a permit is
 back-pressure, and never what times a record out.
 
@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..clock import Clock, Timer
-from ..hold import Hold
+from .hold import Hold
 
 if TYPE_CHECKING:
     from .queue import Entry

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...engine.clock import Clock
-from ...engine.hold import Hold, set_hold
+from ...engine.mailbox.hold import Hold, set_hold
 from ..metrics import JoinMetrics
 from ..source import LookupSource, hands_over_each
 from .registry import Registry

@@ -47,7 +47,7 @@ class Chunk:
         self.keys = keys
         self.result = result
         self.deadline = deadline
-        self.held_at = 0.0  # the run's held time at admission (see enrich.engine.hold)
+        self.held_at = 0.0  # the run's held time at admission (see enrich.engine.mailbox.hold)
         self.done = False
         self.answers: dict[Any, Any] = {}
         self.remaining = 0  # distinct keys not answered yet

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..._errors import LookupFailed
 from ...engine.clock import Clock
-from ...engine.hold import Hold
+from ...engine.mailbox.hold import Hold
 from ..cache.settings import MISS
 from ..joined import Failed, as_rows
 from ..metrics import JoinMetrics

@@ -3,7 +3,7 @@
 An attempt splits the keys into calls of at most ``max_batch`` keys (one call when the
 source bounds its own requests), runs them concurrently until the chunk's deadline
 (which moves on while a rate limit holds the chunk's requests back, see
-:mod:`enrich.engine.hold`), and returns their parts in key order: answers, or replies
+:mod:`enrich.engine.mailbox.hold`), and returns their parts in key order: answers, or replies
 still to decode (:class:`Fetched`, from a source's ``fetch_arrow``).
 :meth:`LaneCalls.settle` turns the parts into one answer on whichever thread calls it.
 A call that raises, a decode step that raises, or a call still out at the deadline
@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..._errors import LookupTimeout
-from ...engine.hold import Deadline
+from ...engine.mailbox.hold import Deadline
 from .columnar import ColumnarAnswer, ColumnarSource, Decode, concat_answers, rows_to_struct
 
 

@@ -21,7 +21,7 @@ import asyncio
 import pyarrow as pa
 
 from ...engine.clock import LoopClock
-from ...engine.hold import Deadline, Hold, set_hold
+from ...engine.mailbox.hold import Deadline, Hold, set_hold
 from ...engine.retry import RetryStrategy
 from ..cache.settings import LookupCache
 from ..cache.store import CacheStore

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import pyarrow as pa
 
-from ...engine.hold import Deadline
+from ...engine.mailbox.hold import Deadline
 from ...engine.retry import RetryStrategy
 from ..join import _MISS_RESULT
 from .columnar import ColumnarAnswer

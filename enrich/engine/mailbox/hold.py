@@ -20,7 +20,7 @@ import contextvars
 from collections.abc import Callable
 from types import TracebackType
 
-from .clock import Clock
+from ..clock import Clock
 
 _current: contextvars.ContextVar[Hold | None] = contextvars.ContextVar("enrich_hold", default=None)
 
