@@ -3,16 +3,19 @@ the hold's arithmetic, the operator's deadlines and the columnar lane's, step by
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from enrich import FixedDelayRetry, lookup_chunks_async
+from enrich import FixedDelayRetry, LookupTimeout, lookup_chunks_async
 from enrich.engine.mailbox.hold import Deadline, Hold, current_hold, held_back, reset_hold, set_hold
+from enrich.engine.settings import WaitSettings
+from enrich.engine.wait import AsyncWaitAsyncIterator
 from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
 from enrich.lookup.metrics import JoinMetrics
-from enrich.testing import ColumnarFakeSource, FakeClock, FakeSource, drive
+from enrich.testing import ColumnarFakeSource, FakeClock, FakeFunction, FakeSource, drive
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -152,3 +155,38 @@ def test_the_lane_does_not_time_a_chunk_out_while_its_requests_wait_for_permits(
 
     assert isinstance(out, ColumnarJoined)
     assert out.structs.to_pylist() == [{"value": "one"}, {"value": "two"}]
+
+
+class LimiterGate:
+    """A starter's gate whose wait is a rate limit's, marked as held back as the job
+    limiter marks its own; opened by the test."""
+
+    def __init__(self) -> None:
+        self.permits = asyncio.Semaphore(0)
+
+    async def enter(self) -> None:
+        with held_back():
+            await self.permits.acquire()
+
+    def leave(self, seconds: float, error: BaseException | None) -> None:
+        pass
+
+
+@pytest.mark.asyncio
+async def test_a_wait_at_the_starters_gate_does_not_move_the_deadlines_of_running_calls() -> None:
+    clock = FakeClock()
+    gate = LimiterGate()
+    gate.permits.release()  # one call may start: "a", whose function never answers
+    fn = FakeFunction(clock=clock, never=["a"])
+    run = AsyncWaitAsyncIterator(
+        ["a", "b"], fn, settings=WaitSettings(timeout=1.0), clock=clock, gate=gate
+    )
+
+    with pytest.raises(LookupTimeout):  # "b" waits at the closed gate all along
+        await drive(clock, collect_all(run))
+
+    assert clock.now() == 1.0  # "a" timed out on time: the gate's wait is not its own
+
+
+async def collect_all(iterator: Any) -> list[Any]:
+    return [item async for item in iterator]
