@@ -213,17 +213,19 @@ def knee_run(base: str, keys: list[int], **settings: Any) -> dict[str, Any]:
 def knee_round(
     base: str, keys: list[int], with_default: bool
 ) -> tuple[list[list[Any]], float, float]:
-    """Every fixed level and auto, in ``KNEE_PASSES`` passes (alternate passes in the
-    reverse order, so that a slow spell of the machine does not fall on one setting
-    only), then the fixed default once when asked; the table's rows (medians over the
-    passes) and auto's throughput and p99 against the best fixed level's."""
+    """Every fixed level and auto, in ``KNEE_PASSES`` passes (each pass rotated by half
+    the settings, so that a slow spell of the machine does not fall on one setting's
+    runs only: auto's are never next to each other), then the fixed default once when
+    asked; the table's rows (medians over the passes) and auto's throughput and p99
+    against the best fixed level's."""
     settings: list[tuple[str, dict[str, Any]]] = [
         (f"fixed {level}", {"max_connections": level}) for level in KNEE_LEVELS
     ]
     settings.append(("auto", {"concurrency": "auto"}))
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in settings}
     for n in range(KNEE_PASSES):
-        for name, chosen in settings if n % 2 == 0 else settings[::-1]:
+        shift = n * (len(settings) // 2) % len(settings)
+        for name, chosen in settings[shift:] + settings[:shift]:
             knee_run(base, keys[:200], **chosen)  # warm up: connections, imports
             runs[name].append(knee_run(base, keys, **chosen))
     if with_default:
