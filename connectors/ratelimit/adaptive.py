@@ -62,12 +62,8 @@ import math
 import os
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from enrich.engine.checks import check_int, check_positive
-
-if TYPE_CHECKING:
-    from enrich.lookup.metrics import JoinMetrics
 
 DEFAULT_INITIAL = 16
 # The target latency is the unloaded one plus this share (Envoy's buffer, 25%).
@@ -370,22 +366,3 @@ def forget_process_limit(key: Hashable) -> None:
     """Drop this process's limit for ``key`` (the next use starts over)."""
     if _limits_pid == os.getpid():
         _limits.pop(key, None)
-
-
-class HasAdaptiveLimit(Protocol):
-    """A source with ``concurrency="auto"``: it names its process's limit."""
-
-    def adaptive_limit(self) -> AdaptiveLimit | None: ...
-
-
-def record_concurrency(metrics: JoinMetrics, source: object) -> None:
-    """Copy ``source``'s adaptive limit, if it has one, into ``metrics``: the limit and
-    target latency now, and the throttled requests not yet reported by any join."""
-    ask = getattr(source, "adaptive_limit", None)
-    limit = ask() if ask is not None else None
-    if limit is None:
-        return
-    stats = limit.statistics()
-    metrics.concurrency_limit = stats.limit
-    metrics.target_latency = stats.target_latency
-    metrics.throttled += limit.take_throttled()

@@ -60,6 +60,10 @@ class CallGate:
         self.slots = slots
         self.adaptive = adaptive
 
+    def adaptive_limit(self) -> AdaptiveLimit | None:
+        """The adaptive limit the slots follow (``concurrency="auto"``), else None."""
+        return self.adaptive
+
     async def enter(self) -> None:
         if self.limiter is not None:  # the budget first: no slot held while waiting
             await self.limiter.acquire(1)

@@ -44,6 +44,12 @@ class Score(AsyncFunction):
         self.columns = columns
         self.session: aiohttp.ClientSession | None = None
 
+    def __eq__(self, other: object) -> bool:  # equal settings, equal functions (configs)
+        return type(other) is Score and (other.url, other.columns) == (self.url, self.columns)
+
+    def __hash__(self) -> int:
+        return hash((Score, self.url, tuple(self.columns or ())))
+
     async def open(self) -> None:
         self.session = aiohttp.ClientSession(headers={"Content-Type": "application/json"})
 
@@ -66,6 +72,12 @@ class ScoreMany:
     def __init__(self, url: str | None = None, columns: list[str] | None = None) -> None:
         self.url = service_url(url)
         self.columns = columns
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ScoreMany and (other.url, other.columns) == (self.url, self.columns)
+
+    def __hash__(self) -> int:
+        return hash((ScoreMany, self.url, tuple(self.columns or ())))
 
     async def __call__(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         sent = rows if self.columns is None else [{c: r[c] for c in self.columns} for r in rows]

@@ -27,8 +27,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.ratelimit.adaptive import record_concurrency
-
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.mailbox.hold import Hold, current_hold
@@ -41,7 +39,7 @@ from .inflight.registry import Chunk, Registry
 from .inflight.settle import _MISS_RESULT as _MISS_RESULT, Settler
 from .joined import NULL_KEY, Failed
 from .keys import BadKey, admit_keys
-from .metrics import JoinMetrics
+from .metrics import JoinMetrics, record_concurrency
 from .settings import DEFAULT_MAX_BATCH, JoinSettings
 from .source import LookupSource
 

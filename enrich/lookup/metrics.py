@@ -163,3 +163,18 @@ _COUNTERS = tuple(
     # levels, not counts: merged by their highest value
     if f.type in ("int", int) and f.name not in ("concurrency_limit", "peak_in_flight")
 )
+
+
+def record_concurrency(metrics: JoinMetrics, source: object) -> None:
+    """Copy ``source``'s adaptive concurrency limit, if it has one (an
+    ``adaptive_limit()`` answering a :class:`connectors.ratelimit.adaptive.AdaptiveLimit`
+    or None), into ``metrics``: the limit and target latency now, and the throttled
+    requests not yet reported by any join."""
+    ask = getattr(source, "adaptive_limit", None)
+    limit = ask() if ask is not None else None
+    if limit is None:
+        return
+    stats = limit.statistics()
+    metrics.concurrency_limit = stats.limit
+    metrics.target_latency = stats.target_latency
+    metrics.throttled += limit.take_throttled()

@@ -10,7 +10,7 @@ import pytest
 from enrich import JoinMetrics
 
 # Levels, not counts: merged processes report the highest.
-_LEVELS = ("concurrency_limit", "target_latency")
+_LEVELS = ("concurrency_limit", "target_latency", "peak_in_flight")
 
 
 def test_merge_adds_every_counter_errors_and_latencies() -> None:

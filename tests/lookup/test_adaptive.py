@@ -11,9 +11,8 @@ from connectors.ratelimit.adaptive import (
     PROBE_WHEN_STUCK,
     AdaptiveLimit,
     AdaptiveSettings,
-    record_concurrency,
 )
-from enrich.lookup.metrics import JoinMetrics
+from enrich.lookup.metrics import JoinMetrics, record_concurrency
 
 BASE = 0.005
 TARGET = 1.25 * BASE  # the default tolerance

@@ -157,8 +157,9 @@ def test_error_policies_account_for_every_row(
     assert with_reason["ok"] == ("Ok", None, None)
     assert with_reason["bad"][2].startswith("ClientResponseError: 500")
     assert with_reason["odd"][2] == "decode: field 'age': cannot read 'old' as int"
-    with pytest.raises(Exception, match="500"):
-        run("fail")
+    strict = async_map(df.where("key != 'odd'"), Fetch(url(http_server)), "name string")
+    with pytest.raises(Exception, match="500"):  # the one failing row fails the job
+        strict.collect()
 
 
 def test_a_replayed_micro_batch_calls_again(

@@ -17,8 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from connectors.ratelimit.adaptive import record_concurrency
-
 from ...engine.wait import AsyncWaitIterator
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.full_source import with_full_cache
@@ -28,7 +26,7 @@ from ...lookup.iterators import join_chunks
 from ...lookup.joined import JoinedChunk
 from ...lookup.lane.columnar import ColumnarSource
 from ...lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
-from ...lookup.metrics import JoinMetrics
+from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.source import LookupSource
 from ..metrics.rows import observed_batches, report

@@ -25,7 +25,7 @@ from ...engine.clock import LoopClock
 from ...engine.runtime import get_loop, run_sync
 from ...engine.wait import WaitIterator
 from ...lookup.dimension.arrow_types import arrow_schema
-from ...lookup.metrics import JoinMetrics
+from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...mapping.calls import call_for, user_retry
 from ...mapping.rows import Assembler
 from ...mapping.settings import MapSettings
@@ -134,11 +134,7 @@ def _map(
         statistics = run.statistics()
         metrics.retries += statistics.retries
         metrics.peak_in_flight = statistics.peak_in_flight
-        if protections is not None and protections.adaptive is not None:
-            limit = protections.adaptive.statistics()
-            metrics.concurrency_limit = limit.limit
-            metrics.target_latency = limit.target_latency
-            metrics.throttled += protections.adaptive.take_throttled()
+        record_concurrency(metrics, protections)  # concurrency="auto": its limit
         report(plan.accumulator, plan.name, metrics)
         done.append(metrics)
 
