@@ -104,7 +104,10 @@ def test_lane_and_per_row_join_agree(
 ) -> None:
     if never:
         max_batch = 1  # a call that never answers times out every key it carries
-    timeout = 0.2 if never else 5.0
+    # A real clock: the key that never answers costs its example this long, and keys
+    # that do answer must never reach it, even at load 10 (0.2 s did there: a starved
+    # loop thread let the timer of an answered key fire first).
+    timeout = 1.0 if never else 5.0
     size = max(1, capacity // 4)
     pieces = [
         (n, keys[start : start + size])
