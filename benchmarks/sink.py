@@ -191,7 +191,8 @@ def main() -> None:
                 f"{ROWS:,} rows, local[{PARTITIONS}], best of {REPEAT}, load average "
                 f"{load:.1f} before, {os.getloadavg()[0]:.1f} after",
                 table(["path", "rows/s", "vs hand-written"], rows),
-            )(
+            ),
+            (
                 f"The idempotent writer alone, {ONE_PROCESS_ROWS:,} rows in one process, best "
                 "of 3 interleaved rounds",
                 alone,

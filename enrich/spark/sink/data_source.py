@@ -26,11 +26,12 @@ Options:
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
 and the same source offsets):
 
-- ``idempotent``: each task writes its rows directly (per key ``DEL``+``HSET`` or
-  ``SET`` in one ``MULTI``). A replay rewrites the same keys with the replayed rows, so
-  keyed upserts end exactly-once in effect; readers may see part of a batch while it is
-  written. Stream appends (and dead letters) are at-least-once in this mode: a replayed
-  batch appends again.
+- ``idempotent``: each task writes its rows directly (:mod:`~enrich.spark.sink.direct`:
+  commands built a column at a time, a ``MULTI`` per chunk of rows, so a hash's
+  ``DEL``+``HSET`` is never seen half done). A replay rewrites the same keys with the
+  replayed rows, so keyed upserts end exactly-once in effect; readers may see part of a
+  batch while it is written. Stream appends (and dead letters) are at-least-once in
+  this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
   (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
