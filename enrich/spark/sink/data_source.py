@@ -72,7 +72,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import columns, commit as two_phase, direct, hooks
+from . import columns, commit as two_phase, hooks
 from .codec import pack
 from .rows import RowEncoder, SinkMode, SinkSettings
 
@@ -186,6 +186,8 @@ class _RedisWriter:
         and a ``MULTI`` per chunk on a standalone Redis; on a cluster (no ``MULTI``
         across slots) a pipeline per node, each hash replaced by one script call on its
         key, so a reader never sees a hash half replaced."""
+        from . import direct
+
         if cluster:
             return direct.write_cluster(client, encoder, _rows(items), batch_id)
         return direct.write(client, encoder, items, batch_id)
