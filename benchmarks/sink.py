@@ -10,16 +10,23 @@ DataFrame on ``local[2]``, written to Redis on loopback:
   (staged a column at a time from Arrow batches, then one commit, with
   ``maxRowsPerCommit=0``: this measures the writer, and one commit of the whole write;
   ``sink_commit`` and ``pipeline`` measure the bounded default) and ``idempotent``
-  (row by row, a ``MULTI`` per 500 rows).
+  (commands built a column at a time in RESP, a ``MULTI`` per 1,000 rows, pipelined).
 
-Target (issue 18): the sink >= 3x the hand-written pipeline for streams and >= 2x for
-hashes. ``ENRICH_BENCH_SINK_ROWS=N`` changes the size.
+Then the idempotent writer alone, in this process (no Spark), ``ONE_PROCESS_ROWS`` rows
+of the same columns from Arrow batches of 10,000: with a ``MULTI`` per chunk (what the
+sink does: a hash is never seen half replaced) against the same chunks without it,
+client CPU, redis-server CPU (from ``/proc``) and wall time per row, best of 3
+interleaved rounds.
+
+Targets (issues 18 and 34): the sink >= 3x the hand-written pipeline for stream entries,
+>= 2x for hashes in ``idempotent`` mode. ``ENRICH_BENCH_SINK_ROWS=N`` changes the size.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -32,6 +39,7 @@ from .spark import PARTITIONS, start_spark
 ROWS = int(os.environ.get("ENRICH_BENCH_SINK_ROWS", 200_000))
 REPEAT = 2
 CHUNK = 500
+ONE_PROCESS_ROWS = 100_000
 
 
 def _orders(spark: Any) -> Any:
@@ -79,6 +87,65 @@ def _timed(run: Any, client: redis.Redis) -> float:
     return best
 
 
+def _arrow_orders(rows: int) -> list[Any]:
+    import numpy as np
+    import pyarrow as pa
+
+    batches = []
+    for start in range(0, rows, 10_000):
+        ids = np.arange(start, min(rows, start + 10_000))
+        columns = [ids, ids % 100_000, np.round(np.random.default_rng(3).random(len(ids)) * 100, 2),
+                   [f"n-{i}" for i in ids], ["gold"] * len(ids)]  # fmt: skip
+        names = ["order_id", "user_id", "amount", "name", "tier"]
+        batches.append(pa.RecordBatch.from_arrays([pa.array(c) for c in columns], names=names))
+    return batches
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_process(url: str) -> str:
+    """The idempotent writer alone: a MULTI per chunk against none (see the docstring)."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    from enrich.spark.sink import direct
+    from enrich.spark.sink.rows import RowEncoder, SinkSettings
+
+    schema = StructType([StructField(n, t) for n, t in (
+        ("order_id", LongType()), ("user_id", LongType()), ("amount", DoubleType()),
+        ("name", StringType()), ("tier", StringType()))])  # fmt: skip
+    batches = _arrow_orders(ONE_PROCESS_ROWS)
+    client = redis.Redis.from_url(url)
+    pid = int(client.info("server")["process_id"])
+    best: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(3):
+        for target in ("stream", "hash"):
+            option = {"stream": "one:out"} if target == "stream" else {"key": "one:{order_id}"}
+            settings = SinkSettings.of({"url": url, "mode": "idempotent", **option})
+            encoder = RowEncoder(settings, schema)
+            for multi in (True, False):
+                client.flushall()
+                cpu, server, wall = time.process_time(), _cpu_seconds(pid), time.perf_counter()
+                direct.write(client, encoder, iter(batches), None, transaction=multi)
+                spent = [time.perf_counter() - wall, time.process_time() - cpu,
+                         _cpu_seconds(pid) - server]  # fmt: skip
+                per_row = [seconds * 1e6 / ONE_PROCESS_ROWS for seconds in spent]
+                if (target, multi) not in best or per_row[0] < best[(target, multi)][0]:
+                    best[(target, multi)] = per_row
+    client.flushall()
+    client.close()
+    labels = {True: "MULTI per chunk (the sink)", False: "no MULTI"}
+    rows = [
+        [f"{target}: {labels[multi]}", *best[(target, multi)]]
+        for target in ("stream", "hash")
+        for multi in (True, False)
+    ]
+    return table(["idempotent writer, 1,000-row chunks", "wall us/row", "client CPU us/row",
+                  "redis-server CPU us/row"], rows)  # fmt: skip
+
+
 def main() -> None:
     from enrich.spark import register_data_sources
 
@@ -106,6 +173,7 @@ def main() -> None:
                     rates[(kind, mode)] = _timed(lambda w=writer: w.save(), client)
             client.flushall()
             client.close()
+            alone = one_process(url)
     finally:
         spark.stop()
     rows = []
@@ -123,9 +191,15 @@ def main() -> None:
                 f"{ROWS:,} rows, local[{PARTITIONS}], best of {REPEAT}, load average "
                 f"{load:.1f} before, {os.getloadavg()[0]:.1f} after",
                 table(["path", "rows/s", "vs hand-written"], rows),
-            )
+            ),
+            (
+                f"The idempotent writer alone, {ONE_PROCESS_ROWS:,} rows in one process, best "
+                "of 3 interleaved rounds",
+                alone,
+            ),
         ],
-        notes="Target (issue 18): >= 3x the hand-written pipeline for streams, >= 2x for hashes.",
+        notes="Targets (issues 18 and 34): >= 3x the hand-written pipeline for stream "
+        "entries, >= 2x for hashes in idempotent mode.",
     )
 
 

@@ -26,11 +26,12 @@ Options:
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
 and the same source offsets):
 
-- ``idempotent``: each task writes its rows directly (per key ``DEL``+``HSET`` or
-  ``SET`` in one ``MULTI``). A replay rewrites the same keys with the replayed rows, so
-  keyed upserts end exactly-once in effect; readers may see part of a batch while it is
-  written. Stream appends (and dead letters) are at-least-once in this mode: a replayed
-  batch appends again.
+- ``idempotent``: each task writes its rows directly (:mod:`~enrich.spark.sink.direct`:
+  commands built a column at a time, a ``MULTI`` per chunk of rows, so a hash's
+  ``DEL``+``HSET`` is never seen half done). A replay rewrites the same keys with the
+  replayed rows, so keyed upserts end exactly-once in effect; readers may see part of a
+  batch while it is written. Stream appends (and dead letters) are at-least-once in
+  this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
   (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
@@ -77,16 +78,9 @@ from .rows import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
 
-CHUNK = 500  # operations per pipelined round trip (idempotent writes: a MULTI each)
+CHUNK = 500  # Row objects encoded per chunk (a caller of write() may pass those)
 # Staged operations per round trip: one RPUSH of ~1 ms of Redis time at 100-byte rows.
 STAGE_CHUNK = 5_000
-
-# KEYS: a hash. ARGV: its new fields and values. Replaces the hash in one step.
-REPLACE_HASH = """
-redis.call('DEL', KEYS[1])
-if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
-return 0
-"""
 
 CLUSTER_TRANSACTIONAL = (
     'the "redis" sink in mode "transactional" cannot write to a Redis Cluster ({url}): its '
@@ -148,17 +142,16 @@ class _RedisWriter:
         batch = batch_id if batch_id is not None else self.token
         hooks.pause_if_asked("before_write", batch_id)
         encoder = RowEncoder(self.settings, self.schema)
-        rows = _rows(items)
         if self.cluster:
             cluster = redis_options.connect_cluster(self.settings.url)
             try:
-                return StagedPart(None, self._apply(cluster, encoder, rows, batch_id, True))
+                return StagedPart(None, self._apply(cluster, encoder, items, batch_id, True))
             finally:
                 cluster.close()
         client = redis_options.connect(self.settings.url)
         try:
             if self.settings.mode is SinkMode.IDEMPOTENT:
-                return StagedPart(None, self._apply(client, encoder, rows, batch_id, False))
+                return StagedPart(None, self._apply(client, encoder, items, batch_id, False))
             assert batch is not None
             identity = self.settings.identity
             staging = two_phase.staging_key(identity, batch, partition, attempt)
@@ -187,31 +180,17 @@ class _RedisWriter:
 
     @staticmethod
     def _apply(
-        client: Any, encoder: RowEncoder, rows: Iterator[Any], batch_id: Any, cluster: bool
+        client: Any, encoder: RowEncoder, items: Iterator[Any], batch_id: Any, cluster: bool
     ) -> int:
-        """Write the rows directly: a chunk per ``MULTI`` on a standalone Redis; on a
-        cluster (no ``MULTI`` across slots) a pipeline per node, each hash replaced by
-        one script call on its key, so a reader never sees a hash half replaced."""
-        count = 0
-        for chunk in _chunks(encoder, rows):
-            pipe = client.pipeline(transaction=not cluster)
-            for op in chunk:
-                kind, key, *rest = op
-                if kind == "x":
-                    pipe.xadd(key, dict(zip(rest[::2], rest[1::2], strict=True)))
-                elif kind == "h" and cluster:
-                    # ClusterPipeline blocks .eval(); the command itself routes by its key.
-                    pipe.execute_command("EVAL", REPLACE_HASH, 1, key, *rest)
-                elif kind == "h":
-                    pipe.delete(key)
-                    if rest:
-                        pipe.hset(key, mapping=dict(zip(rest[::2], rest[1::2], strict=True)))
-                else:
-                    pipe.set(key, rest[0])
-            pipe.execute()
-            count += len(chunk)
-            hooks.pause_if_asked("mid_write", batch_id)
-        return count
+        """Write the rows directly (:mod:`~enrich.spark.sink.direct`): a column at a time
+        and a ``MULTI`` per chunk on a standalone Redis; on a cluster (no ``MULTI``
+        across slots) a pipeline per node, each hash replaced by one script call on its
+        key, so a reader never sees a hash half replaced."""
+        from . import direct
+
+        if cluster:
+            return direct.write_cluster(client, encoder, _rows(items), batch_id)
+        return direct.write(client, encoder, items, batch_id)
 
     def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
