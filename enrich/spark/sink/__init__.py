@@ -4,9 +4,15 @@
 - :mod:`.rows`: the options (one frozen value) and how a row becomes a Redis operation.
 - :mod:`.columns`: the same, a column at a time, where the types allow it.
 - :mod:`.codec`: one codec for every Spark type (what ``RedisLookup`` reads back).
-- :mod:`.commit`: staging, the commit marker and the script that publishes a batch.
+- :mod:`.two_phase`: staging, the commit marker, the source marks and the script that
+  publishes a batch (formerly ``.commit``, a path kept importable).
+- :mod:`.by_source`: exactly once keyed by the source record (``sourceIdColumn``).
 - :mod:`.hooks`: pause points for the crash harness.
 
 Nothing here imports the source (:mod:`enrich.spark.streams`); both share
 :mod:`enrich.spark.redis_options`.
 """
+
+from ..._lazy import moved as _moved
+
+_moved(__name__, {"commit": "two_phase"})
