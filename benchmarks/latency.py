@@ -184,6 +184,13 @@ def _await_output(url: str, produced: int) -> None:
 
 # -- the consumers -------------------------------------------------------------------------
 
+# Settings tried beside the switch (ENRICH_BENCH_LATENCY_PATHS=low,low-pipelined,...):
+# Spark's opt-in pipelined transfer to Python workers, one partition a batch.
+EXPLORED: dict[str, dict[str, dict[str, str]]] = {
+    "low-pipelined": {"conf": {"spark__python__udf__pipelined__enabled": "true"}},
+    "low-1part": {"source": {"partitionsPerStream": "1"}},
+}
+
 
 def spark_main(url: str, path: str) -> None:
     """A Spark path in this process: start the query, say READY once it waits for data,
@@ -193,17 +200,26 @@ def spark_main(url: str, path: str) -> None:
 
     from .spark import SCHEMA as USER_SCHEMA, start_spark
 
+    extra = EXPLORED.get(path, {}).get("conf", {})
+    if extra:  # start_spark's session with the setting tried: getOrCreate keeps it
+        from enrich.spark import session
+
+        session("enrich-bench", master="local[2]", spark__ui__enabled="false",
+                spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
+                spark__python__worker__reuse="true", spark__driver__memory="2g",
+                **extra)  # fmt: skip
     spark = start_spark()
     register_data_sources(spark)
     users = RedisLookup(url, key_template="user:{}", value="json", schema=USER_SCHEMA)
     source = spark.readStream.format("redis-stream").option("url", url)
+    source = source.options(**EXPLORED.get(path, {}).get("source", {}))
     orders = source.option("stream", SOURCE).schema(SCHEMA).load()
     enriched = lookup_join(orders, users, on="user_id")
     checkpoint = Path(os.environ.get("TMPDIR", "/tmp")) / f"enrich-latency-{os.getpid()}"
     if path == "defaults":
         writer = enriched.writeStream.format("redis")
     else:
-        writer = low_latency(enriched, warm=path == "low")
+        writer = low_latency(enriched, warm=path != "low-cold")
     query = (writer.option("url", url).option("stream", OUTPUT)
              .option("checkpointLocation", str(checkpoint)).start())  # fmt: skip
     while "Waiting for data" not in query.status["message"]:
@@ -231,6 +247,7 @@ def spark_main(url: str, path: str) -> None:
     } if progress else {}  # fmt: skip
     parts["rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
     parts["batches"] = len(progress)
+    parts["first"] = [p["durationMs"]["triggerExecution"] for p in progress[:3]]
     print(json.dumps(parts), flush=True)
 
 
@@ -245,7 +262,8 @@ def hand_main(url: str, name: str) -> None:
         reply = client.xreadgroup("hand", name, {SOURCE: ">"}, count=1000, block=100)
         if not reply:
             continue
-        entries = reply[0][1]
+        # RESP3 (redis-py 8's default) answers a map of streams, RESP2 a list of pairs
+        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
         fields = [dict(zip(flat[0::2], flat[1::2], strict=True)) for _, flat in entries]
         values = client.mget([b"user:" + f[b"user_id"] for f in fields])
         pipe = client.pipeline(transaction=False)
@@ -260,6 +278,112 @@ def hand_main(url: str, name: str) -> None:
         pipe.execute()
 
 
+# -- what keying by the source record costs the commit ---------------------------------------
+
+COMMIT_ROWS = 100_000
+
+
+def commit_cost(url: str) -> str:
+    """The real commit of ``COMMIT_ROWS`` staged stream entries (steps of 1,000 rows),
+    keyed by batch id and by the source record, alternately, best of 3: Redis time a
+    row (the scripts run alone on the server)."""
+    from enrich.spark.sink import two_phase
+    from enrich.spark.sink.codec import pack
+
+    client = redis.Redis.from_url(url)
+    ops = [
+        pack(["x", "bench:out", "stream_id", f"{1_700_000_000_000 + i // 3}-{i % 3}",
+              "order_id", str(i), "user_id", str(i % 1000), "amount", "12.5"])
+        for i in range(COMMIT_ROWS)
+    ]  # fmt: skip
+    best: dict[str, float] = {}
+    for _ in range(3):
+        for label, source in (
+            ("batch id", None),
+            ("source record", two_phase.SourceFields("stream_id")),
+        ):
+            client.delete("bench:out", *client.keys("enrich:sink:bench:*"))
+            staging = two_phase.staging_key("bench", "0", 0, "a")
+            for start in range(0, COMMIT_ROWS, 5_000):
+                client.rpush(staging, *ops[start : start + 5_000])
+            started = time.perf_counter()
+            two_phase.commit(client, "bench", "0", [(staging, COMMIT_ROWS)], marked=True,
+                             step=1000, source=source)  # fmt: skip
+            elapsed = time.perf_counter() - started
+            assert client.xlen("bench:out") == COMMIT_ROWS
+            best[label] = min(best.get(label, elapsed), elapsed)
+    client.delete("bench:out", *client.keys("enrich:sink:bench:*"))
+    client.close()
+    base = best["batch id"]
+    return table(
+        ["keyed by", f"commit of {COMMIT_ROWS:,} entries, s", "us a row", "vs batch id"],
+        [[label, t, t / COMMIT_ROWS * 1e6, t / base] for label, t in best.items()],
+    )
+
+
+# -- one micro-batch, stage by stage, with and without async progress tracking --------------
+
+ASYNC = {"asyncProgressTrackingEnabled": "true",
+         "_asyncProgressTrackingOverrideSinkSupportCheck": "true"}  # fmt: skip
+
+
+def stages(url: str) -> list[list[Any]]:
+    """Median ``durationMs`` of micro-batches of 5,000 entries (after a first one), each
+    query with Spark's logs written in line (sync) and off the critical path (async),
+    in rounds (:mod:`benchmarks.microbatch`'s runner)."""
+    from enrich.spark import register_data_sources
+
+    from . import microbatch as mb
+    from ._streams import ORDER_SCHEMA, fill_stream
+    from .spark import start_spark
+
+    def stream(spark: Any, _: str) -> Any:
+        reader = spark.readStream.format("redis-stream").option("url", url)
+        reader = reader.option("stream", mb.STREAM).option("maxEntriesPerTrigger", mb.ROWS)
+        return reader.schema(ORDER_SCHEMA).load()
+
+    def sink(asynchronous: bool, kind: str) -> Any:
+        def build(df: Any, _: str, checkpoint: str) -> Any:
+            writer = df.writeStream.format(kind).option("checkpointLocation", checkpoint)
+            if kind == "redis":
+                writer = writer.option("url", url).option("stream", "enriched")
+                writer = writer.option("sourceIdColumn", "stream_id")
+            return writer.options(**ASYNC) if asynchronous else writer
+
+        return build
+
+    queries = [
+        ("rate-micro-batch -> noop (Spark's floor)", mb._rate, None, "noop"),
+        ("redis-stream -> noop", stream, None, "noop"),
+        ("redis-stream -> lookup_join -> noop", stream, mb._join, "noop"),
+        ("redis-stream -> redis sink (keyed by source)", stream, None, "redis"),
+        ("redis-stream -> lookup_join -> redis sink (keyed by source)", stream, mb._join, "redis"),
+    ]
+    spark = start_spark()
+    register_data_sources(spark)
+    rounds, batches = 2, 8
+    fill_stream(url, mb.ROWS * (batches + 4), stream=mb.STREAM)
+    runs: dict[tuple[int, bool], list[dict[str, float]]] = {}
+    try:
+        for _ in range(rounds):
+            for asynchronous in (False, True):
+                for i, (_label, source, stage, kind) in enumerate(queries):
+                    got = mb.run_query(spark, url, source, stage, sink(asynchronous, kind),
+                                       batches // rounds)  # fmt: skip
+                    runs.setdefault((i, asynchronous), []).extend(got)
+    finally:
+        spark.stop()
+    rows = []
+    for i, (label, *_) in enumerate(queries):
+        row: list[Any] = [label]
+        for asynchronous in (False, True):
+            got = runs[(i, asynchronous)]
+            row += [round(statistics.median(d.get(part, 0) for d in got))
+                    for part in ("triggerExecution", "addBatch")]  # fmt: skip
+        rows.append(row)
+    return rows
+
+
 # -- the report ----------------------------------------------------------------------------
 
 LABELS = {
@@ -267,71 +391,122 @@ LABELS = {
     "low": "the same, low_latency() (the one switch)",
     "low-cold": "the same, low_latency(warm=False)",
     "hand": "hand-written: 2 processes, XREADGROUP/MGET/XADD (at-least-once)",
+    "low-pipelined": "low_latency(), spark.python.udf.pipelined.enabled=true",
+    "low-1part": "low_latency(), partitionsPerStream=1",
 }
+PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,stages,commit").split(",")
+RECORD = Path(__file__).parent / "results" / "latency.json"
 
 
 def main() -> None:
+    """Runs the parts named by ``ENRICH_BENCH_LATENCY_PARTS`` (``rates``, ``stages``,
+    ``commit``); with ``ENRICH_BENCH_LATENCY_KEEP=1`` the report keeps what earlier runs
+    recorded (``results/latency.json``) for the parts and rates not run now, so a long
+    run can be split in parts of under 10 minutes."""
     from enrich.demo.local import local_redis
 
     started = time.perf_counter()
-    results: list[tuple[int, str, dict[str, Any], float]] = []
+    keep = os.environ.get("ENRICH_BENCH_LATENCY_KEEP") == "1" and RECORD.exists()
+    record: dict[str, Any] = json.loads(RECORD.read_text()) if keep else {}
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     with local_redis() as url:
+        if "commit" in PARTS_RUN:
+            record["commit"] = {"table": commit_cost(url), "when": when,
+                                "load": os.getloadavg()[0]}  # fmt: skip
         load_users(url)
-        for rate in RATES:
-            paths = ["defaults", "low", "hand"]
-            if rate == TARGET_RATE:
-                paths.insert(2, "low-cold")
-            for path in paths:
-                load = os.getloadavg()[0]
-                print(f"latency: {path} at {rate:,}/s (load {load:.1f})", flush=True)
-                results.append((rate, path, run_path(url, path, rate), load))
-    rows = []
-    for rate, path, r, load in results:
-        once = "yes" if r["lost"] == 0 and r["duplicates"] == 0 else (
-            f"no: {r['lost']} lost, {r['duplicates']} doubled")  # fmt: skip
-        b = r["batches"]
-        batch = f"{b['triggerExecution']:.0f} ms, {b['rows']:.0f} rows" if b else "-"
-        rows.append([f"{rate:,}", LABELS[path], r["produced"], once, r["p50"], r["p99"],
-                     r["first_p99"], batch, f"{load:.1f}"])  # fmt: skip
-    main_table = table(
-        ["entries/s", "path", "entries", "exactly once", "p50 ms (after 10 s)",
-         "p99 ms (after 10 s)", "p99 ms (first 10 s)", "median micro-batch", "load"],
-        rows,
-    )  # fmt: skip
-    parts_rows = [
-        [f"{rate:,}", path, *(f"{r['batches'].get(p, 0):.0f}" for p in PARTS),
-         r["batches"].get("batches", 0)]
-        for rate, path, r, _ in results if r["batches"]
-    ]  # fmt: skip
-    parts_table = table(["entries/s", "path", *(f"{p} ms" for p in PARTS), "batches"],
-                        parts_rows)  # fmt: skip
-    target = next((r for rate, path, r, _ in results if rate == TARGET_RATE and path == "low"),
-                  None)  # fmt: skip
-    verdict = "no run at 10,000/s"
-    if target is not None:
-        checks = [
-            ("p50 after 10 s <= 300 ms", target["p50"], target["p50"] <= 300),
-            ("p99 after 10 s <= 600 ms", target["p99"], target["p99"] <= 600),
-            ("p99 of the first 10 s <= 1,500 ms", target["first_p99"],
-             target["first_p99"] <= 1500),
-            ("every entry exactly once", f"{target['lost']} lost, {target['duplicates']} doubled",
-             target["lost"] == 0 and target["duplicates"] == 0),
-        ]  # fmt: skip
-        verdict = table(
-            ["target (10,000/s, the one switch)", "measured", "met"],
-            [[name, value, "yes" if ok else "no"] for name, value, ok in checks],
-        )
+        if "rates" in PARTS_RUN:
+            runs = [r for r in record.get("runs", []) if r["rate"] not in RATES]
+            for rate in RATES:
+                paths = ["defaults", "low", "hand"]
+                if rate == TARGET_RATE:
+                    paths.insert(2, "low-cold")
+                if os.environ.get("ENRICH_BENCH_LATENCY_PATHS"):
+                    paths = os.environ["ENRICH_BENCH_LATENCY_PATHS"].split(",")
+                for path in paths:
+                    load = os.getloadavg()[0]
+                    print(f"latency: {path} at {rate:,}/s (load {load:.1f})", flush=True)
+                    result = run_path(url, path, rate)
+                    runs.append({"rate": rate, "path": path, "result": result, "load": load,
+                                 "after": os.getloadavg()[0], "when": when})  # fmt: skip
+            record["runs"] = sorted(runs, key=lambda r: (r["rate"], list(LABELS).index(r["path"])))
+        if "stages" in PARTS_RUN:
+            load = os.getloadavg()[0]
+            record["stages"] = {"rows": stages(url), "when": when, "load": load,
+                                "after": os.getloadavg()[0]}  # fmt: skip
+    RECORD.write_text(json.dumps(record, indent=1))
     path = write(
         "latency",
         "End-to-end latency at a steady rate: redis-stream -> lookup_join -> redis sink",
-        [
-            (f"local[2], {SECONDS:.0f} s of input per run", main_table),
-            ("Median micro-batch by part (durationMs, batches with rows)", parts_table),
-            ("Targets (issue 34)", verdict),
-        ],
+        report(record),
         notes=(__doc__ or "").split("\n\n", 1)[1],
     )
     print(f"written to {path} in {time.perf_counter() - started:.0f}s")
+
+
+def report(record: dict[str, Any]) -> list[tuple[str, str]]:
+    sections = []
+    runs = record.get("runs", [])
+    if runs:
+        rows = []
+        for run in runs:
+            r, b = run["result"], run["result"]["batches"]
+            once = "yes" if r["lost"] == 0 and r["duplicates"] == 0 else (
+                f"no: {r['lost']} lost, {r['duplicates']} doubled")  # fmt: skip
+            batch = f"{b['triggerExecution']:.0f} ms, {b['rows']:.0f} rows" if b else "-"
+            first = ", ".join(f"{ms:,}" for ms in b.get("first", [])) or "-"
+            rows.append([f"{run['rate']:,}", LABELS[run["path"]], r["produced"], once, r["p50"],
+                         r["p99"], r["first_p99"], batch, first,
+                         f"{run['when']}, {run['load']:.1f}"])  # fmt: skip
+        sections.append((
+            f"local[2], {SECONDS:.0f} s of input per run",
+            table(["entries/s", "path", "entries", "exactly once", "p50 ms (after 10 s)",
+                   "p99 ms (after 10 s)", "p99 ms (first 10 s)", "median micro-batch",
+                   "first 3 micro-batches, ms", "UTC, load before"], rows),
+        ))  # fmt: skip
+        parts_rows = [
+            [f"{run['rate']:,}", run["path"],
+             *(f"{run['result']['batches'].get(p, 0):.0f}" for p in PARTS),
+             run["result"]["batches"].get("batches", 0)]
+            for run in runs if run["result"]["batches"]
+        ]  # fmt: skip
+        sections.append((
+            "Median micro-batch by part (durationMs, batches with rows)",
+            table(["entries/s", "path", *(f"{p} ms" for p in PARTS), "batches"], parts_rows),
+        ))  # fmt: skip
+        target = next((run["result"] for run in runs
+                       if run["rate"] == TARGET_RATE and run["path"] == "low"), None)  # fmt: skip
+        if target is not None:
+            checks = [
+                ("p50 after 10 s <= 300 ms", target["p50"], target["p50"] <= 300),
+                ("p99 after 10 s <= 600 ms", target["p99"], target["p99"] <= 600),
+                ("p99 of the first 10 s <= 1,500 ms", target["first_p99"],
+                 target["first_p99"] <= 1500),
+                ("every entry exactly once",
+                 f"{target['lost']} lost, {target['duplicates']} doubled",
+                 target["lost"] == 0 and target["duplicates"] == 0),
+            ]  # fmt: skip
+            sections.append((
+                "Targets (issue 34)",
+                table(["target (10,000/s, the one switch)", "measured", "met"],
+                      [[name, value, "yes" if ok else "no"] for name, value, ok in checks]),
+            ))  # fmt: skip
+    if "stages" in record:
+        st = record["stages"]
+        sections.append((
+            f"One micro-batch of 5,000 entries, stage by stage ({st['when']} UTC, load "
+            f"{st['load']:.1f} before, {st['after']:.1f} after; medians of 8 batches in 2 "
+            "rounds; the sink keyed by source)",
+            table(["query", "sync: trigger ms", "sync: addBatch ms", "async: trigger ms",
+                   "async: addBatch ms"], st["rows"]),
+        ))  # fmt: skip
+    if "commit" in record:
+        c = record["commit"]
+        sections.append((
+            f"What keying by the source record costs the commit ({c['when']} UTC, load "
+            f"{c['load']:.1f}; Redis time, best of 3)",
+            c["table"],
+        ))  # fmt: skip
+    return sections
 
 
 if __name__ == "__main__":

@@ -30,9 +30,19 @@ allowed (Spark's rules for async progress tracking).
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 
@@ -138,7 +148,7 @@ def streaming_sources(df: Any) -> list[tuple[str, str | None]]:
             "sink's options and async progress tracking yourself, as docs/latency.md shows)"
         )
     found: list[tuple[str, str | None]] = []
-    leaves = jdf.queryExecution().logical().collectLeaves().iterator()
+    leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
     while leaves.hasNext():
         leaf = leaves.next()
         if not leaf.isStreaming():
@@ -156,18 +166,92 @@ def streaming_sources(df: Any) -> list[tuple[str, str | None]]:
 
 
 def warm_up(spark: Any, tasks: int | None = None) -> float:
-    """Start the Python workers a query's tasks will reuse, with the modules they import
-    (pyarrow, the source's reader, the join, the sink's writer) loaded, by running one
-    small job of ``tasks`` tasks (default: the session's parallelism). Spark keeps an
-    idle worker for 60 s. Returns the seconds it took."""
+    """Start the Python processes a streaming query's first micro-batch would wait for,
+    with the modules they import loaded, by running a tiny streaming query of the same
+    shape: a Python source read by ``tasks`` tasks (default: the session's parallelism),
+    a ``mapInArrow`` stage, a Python Arrow stream writer and its driver-side commit. The
+    executors' workers and the driver's writer and commit processes it leaves idle are
+    the ones the next query reuses (Spark keeps an idle worker 60 s). Returns the
+    seconds it took."""
     started = time.perf_counter()
     n = tasks or int(spark.sparkContext.defaultParallelism)
-    spark.range(0, n, 1, n).mapInArrow(_load, "id long").write.format("noop").mode(
-        "overwrite"
-    ).save()
+    spark.dataSource.register(_WarmUp)
+    with tempfile.TemporaryDirectory(prefix="enrich-warm-up-") as checkpoint:
+        df = spark.readStream.format(_WarmUp.name()).option("tasks", n).load()
+        query = (
+            df.mapInArrow(_load, "id long")
+            .writeStream.format(_WarmUp.name())
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
     return time.perf_counter() - started
 
 
-def _load(batches: Iterator[Any]) -> Iterator[Any]:
+def _modules() -> None:
+    """What the real query's Python processes import: pyarrow, redis, the source's
+    reader, the join's worker side, the sink's writer and commit."""
+    import enrich.spark.join.batches
+    import enrich.spark.sink.data_source
+    import enrich.spark.streams.read  # noqa: F401
 
+
+def _load(batches: Iterator[Any]) -> Iterator[Any]:
+    _modules()
     yield from batches
+
+
+class _WarmUp(DataSource):
+    """A source of one row per task and a sink that keeps nothing (see :func:`warm_up`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "enrich-warm-up"
+
+    def schema(self) -> str:
+        return "id long"
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return _WarmReader(int(self.options.get("tasks", 1)))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        _modules()
+        return _WarmWriter()
+
+
+class _WarmReader(DataSourceStreamReader):
+    def __init__(self, tasks: int) -> None:
+        self.tasks = tasks
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"n": 0}
+
+    def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
+        return {"n": 1}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks if end["n"] > start["n"] else 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+        _modules()
+        yield (partition.value,)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+
+class _WarmWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        _modules()
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        _modules()
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        pass

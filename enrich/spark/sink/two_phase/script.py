@@ -156,15 +156,16 @@ for i = li, #lists do
   local found = redis.call('LLEN', lists[i])
   if found ~= counts[i] then return {-1, 0, i, found, published, 0, 0, ''} end
 end
-local marks_at, seen_at = {}, {}
+-- the marks and the largest ids seen, split once: (ms, seq) text per stream
+local mark_ms, mark_seq, top_ms, top_seq = {}, {}, {}, {}
 if keyed then
   if marks == nil then
     marks = {}
     local flat = redis.call('HGETALL', sources)
     for i = 1, #flat, 2 do marks[flat[i]] = flat[i + 1] end
   end
-  for s, id in pairs(marks) do marks_at[s] = {parts(id)} end
-  for s, id in pairs(seen) do seen_at[s] = {parts(id)} end
+  for s, id in pairs(marks) do mark_ms[s], mark_seq[s] = parts(id) end
+  for s, id in pairs(seen) do top_ms[s], top_seq[s] = parts(id) end
 end
 local step = tonumber(ARGV[6])
 if step <= 0 then step = math.huge end
@@ -185,12 +186,9 @@ while li <= #lists and done < step and not bad do
           want = k - 1
           break
         end
-        local mark = marks_at[s]
-        if mark and not after(ms, seq, mark[1], mark[2]) then fresh = false end
-        local top = seen_at[s]
-        if top == nil or after(ms, seq, top[1], top[2]) then
-          seen[s] = id
-          seen_at[s] = {ms, seq}
+        if not after(ms, seq, mark_ms[s], mark_seq[s]) then fresh = false end
+        if after(ms, seq, top_ms[s], top_seq[s]) then
+          seen[s], top_ms[s], top_seq[s] = id, ms, seq
         end
       end
       if not fresh then
@@ -237,8 +235,7 @@ if li <= #lists then
 end
 if keyed then
   for s, id in pairs(seen) do
-    local top = seen_at[s]
-    if after(top[1], top[2], parts(redis.call('HGET', sources, s))) then
+    if after(top_ms[s], top_seq[s], parts(redis.call('HGET', sources, s))) then
       redis.call('HSET', sources, s, id)
     end
   end
