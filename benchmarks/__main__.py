@@ -15,6 +15,7 @@ SUITES = (
     "cache",
     "rss",
     "pipeline",
+    "latency",
     "microbatch",
     "stream_source",
     "sink",

@@ -30,6 +30,9 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
     sink: {format: console}       # console | files | memory | noop | redis | any format
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
+    latency: low                  # redis-stream -> redis only: async progress tracking,
+                                  # exactly once keyed by each row's stream_id (default:
+                                  # "default", Spark's synchronous offset and commit logs)
     max_error_ratio: 0.01         # exit code 3 when a join's failed rows pass this share
 
 ``sources``/``input``/``output``/``steps`` are accepted for
@@ -81,6 +84,7 @@ _TOP_KEYS = {
     "output",
     "checkpoint",
     "trigger",
+    "latency",
     "max_error_ratio",
 }
 # the units of a processing-time trigger, as Spark's interval parser reads them (any
@@ -97,6 +101,7 @@ _UNITS = (
     "years",
 )
 TRIGGERS = ("availableNow", "once", "an interval such as '10 seconds'")
+LATENCIES = ("default", "low")
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ class JobConfig:
     max_error_ratio: float | None = None
     # what Spark would silently ignore (unknown options): one line each, said before a run
     warnings: tuple[str, ...] = ()
+    # "low": enrich.spark.low_latency's profile (async progress tracking, keyed sink)
+    latency: str = "default"
 
     @property
     def input(self) -> Endpoint | None:
@@ -193,7 +200,9 @@ def parse(raw: dict[str, Any]) -> JobConfig:
         name=_optional_string(raw, "name") or "enrich-job",
         check_keys={str(n): _check_key(spec, f"stores.{n}") for n, spec in store_specs.items()},
         max_error_ratio=_ratio(raw.get("max_error_ratio")),
+        latency=_latency(raw.get("latency", "default")),
     )
+    _check_latency(config)
     return replace(config, warnings=tuple(_endpoint_warnings(config)))
 
 
@@ -260,6 +269,45 @@ def _trigger(value: Any) -> str | None:
             f"{did_you_mean(unit, _UNITS)} (units: {', '.join(_UNITS)})"
         )
     raise ConfigError(f"trigger must be one of {TRIGGERS}, got {value!r}")
+
+
+def _latency(value: Any) -> str:
+    if value not in LATENCIES:
+        raise ConfigError(
+            f"latency must be one of {', '.join(LATENCIES)}, got {value!r}"
+            f"{did_you_mean(value, LATENCIES)}"
+        )
+    return str(value)
+
+
+def _check_latency(config: JobConfig) -> None:
+    """``latency: low`` only where it keeps exactly once (see enrich.spark.low_latency):
+    a streaming redis-stream source straight into the redis sink, a processing-time
+    trigger (async progress tracking refuses the others)."""
+    if config.latency != "low":
+        return
+    source, sink = config.source, config.sink
+    why = None
+    if source is None or source.format != "redis-stream" or not source.streaming:
+        why = "the source must be a streaming redis-stream (its rows carry their entry ids)"
+    elif sink is None or sink.format != "redis":
+        why = "the sink must be the redis sink (it publishes each source entry once)"
+    elif config.dead_letter is not None:
+        why = (
+            "a dead_letter writes both sinks per micro-batch (foreachBatch, at-least-once); "
+            "use the redis sink's own dead_letter option instead"
+        )
+    elif config.trigger in ("availableNow", "once"):
+        why = f"Spark's async progress tracking takes interval triggers only, not {config.trigger}"
+    elif source.select and not any(_keeps_id(e) for e in source.select):
+        why = "source.select must keep stream_id (each row's entry id, the sink's key)"
+    if why is not None:
+        raise ConfigError(f"latency: low: {why}")
+
+
+def _keeps_id(expression: str) -> bool:
+    text = expression.strip()
+    return text == "*" or text.split()[-1].strip("`") == "stream_id"
 
 
 def _check_key(spec: dict[str, Any], where: str) -> Any:

@@ -36,6 +36,8 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "stagingTtl",
         "maxRowsPerCommit",
         "atomicCommit",
+        "sourceIdColumn",
+        "sourceStreamColumn",
     ),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),

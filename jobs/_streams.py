@@ -59,6 +59,10 @@ def start(df: Any, config: JobConfig) -> Any:
                     f"console or a format with a batch writer)"
                 )
         writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
+    elif config.latency == "low":  # checked by the config: redis-stream into redis
+        from enrich.spark import low_latency
+
+        writer = low_latency(df).outputMode(sink.mode or "append").options(**sink.options)
     else:
         writer = df.writeStream.format(sink.format).outputMode(sink.mode or "append")
         if sink.options:

@@ -41,6 +41,7 @@ from .._lazy import loader as _loader, moved as _moved
 if TYPE_CHECKING:
     from .data_sources import register_data_sources as register_data_sources
     from .join.dataframe import lookup_join as lookup_join, route_by_key as route_by_key
+    from .latency import low_latency as low_latency, warm_up as warm_up
     from .mapping.dataframe import async_map as async_map
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
@@ -71,6 +72,8 @@ _LAZY = {
     "spark_type": ".types",
     "session": ".session",
     "register_data_sources": ".data_sources",
+    "low_latency": ".latency",
+    "warm_up": ".latency",
     "StreamReadCounts": ".streams.metrics",
     "stream_statistics": ".streams.metrics",
 }

@@ -1,16 +1,30 @@
 """The crash harness's streaming job, run with spark-submit: redis-stream -> lookup_join
-against Redis -> a sink ("transactional", "idempotent" or "file"). Exits 0 once every
-entry present at start-up is processed (Trigger.AvailableNow). The transactional sink
-commits in steps of 15 rows, so a batch of 40 takes three (a kill can land between
-them); the sink may write to a Redis of its own (a sixth argument: its URL)."""
+against Redis -> a sink ("transactional", "idempotent", "file" or "low-latency"). Exits 0
+once every entry present at start-up is processed. The transactional sinks commit in
+steps of 15 rows, so a batch of 40 takes three (a kill can land between them); the sink
+may write to a Redis of its own (a sixth argument: its URL); a seventh sets the source's
+maxEntriesPerTrigger (40), so that a restart may cut the batches otherwise.
+
+"low-latency" runs under :func:`enrich.spark.low_latency` (async progress tracking, the
+sink keyed by each row's stream_id, a processing-time trigger): Spark writes its offset
+and commit logs at most once a second, so a restart re-plans the batches after the last
+offsets it wrote, cut otherwise. Async progress tracking refuses ``availableNow``: the
+job stops its query once the sink's mark reaches the last entry present at start-up."""
 
 from __future__ import annotations
 
+import json
 import sys
+from typing import Any
+
+import redis
 
 from connectors.redis import RedisLookup
 from enrich import ExponentialBackoffRetry
-from enrich.spark import lookup_join, register_data_sources, session
+from enrich.spark import lookup_join, low_latency, register_data_sources, session
+from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.sink.two_phase import ONE_SOURCE, published_marks
+from enrich.spark.streams.loss import parse_id
 
 SCHEMA = "stream_id string, order_id long, user_id long, amount double"
 
@@ -19,7 +33,13 @@ STEP_ROWS = 15  # maxRowsPerCommit: three steps a batch of 40
 
 
 def main(
-    source_url: str, dim_url: str, sink: str, checkpoint: str, output: str, sink_url: str = ""
+    source_url: str,
+    dim_url: str,
+    sink: str,
+    checkpoint: str,
+    output: str,
+    sink_url: str = "",
+    max_entries: str = "40",
 ) -> None:
     spark = session(
         "exactly-once-job",
@@ -34,7 +54,7 @@ def main(
         spark.readStream.format("redis-stream")
         .option("url", source_url)
         .option("stream", "orders")
-        .option("maxEntriesPerTrigger", 40)
+        .option("maxEntriesPerTrigger", int(max_entries))
         .schema(SCHEMA)
         .load()
     )
@@ -44,6 +64,10 @@ def main(
     # and the harness restarts the query from its checkpoint.
     retry = ExponentialBackoffRetry(10, 0.1, 1.0, 2.0)
     enriched = lookup_join(orders, users, on="user_id", timeout=15.0, retry=retry)
+    if sink == "low-latency":
+        run_low_latency(enriched, source_url, sink_url or source_url, checkpoint)
+        spark.stop()
+        return
     writer = enriched.drop("stream_id").writeStream.option("checkpointLocation", checkpoint)
     if sink == "file":
         writer = writer.format("json").option("path", output)
@@ -59,5 +83,32 @@ def main(
     spark.stop()
 
 
+def run_low_latency(enriched: Any, source_url: str, sink_url: str, checkpoint: str) -> None:
+    options = {"url": sink_url, "stream": "enriched", "maxRowsPerCommit": str(STEP_ROWS),
+               "checkpointLocation": checkpoint}  # fmt: skip
+    source, target = redis.Redis.from_url(source_url), redis.Redis.from_url(sink_url)
+    newest = source.xrevrange("orders", count=1)
+    last = parse_id(newest[0][0].decode()) if newest else (0, 0)
+    identity = SinkSettings.of({**options, "sourceIdColumn": "stream_id"}).identity
+    query = low_latency(enriched).options(**options).start()
+    while not query.awaitTermination(0.2):
+        # Done once the sink's mark is the last entry and a batch of this run got there
+        # (its commit also removed what killed runs left in staging).
+        mark = published_marks(target, identity).get(ONE_SOURCE)
+        if mark is not None and parse_id(mark) >= last and reached(query, last):
+            query.stop()
+    query.awaitTermination()  # raises what failed the query, if anything
+
+
+def reached(query: Any, last: tuple[int, int]) -> bool:
+    """Whether a micro-batch of this run read up to entry ``last``."""
+    for progress in query.recentProgress:
+        for source in progress["sources"]:
+            end = json.loads(source["endOffset"] or "{}").get("orders")
+            if progress["numInputRows"] and end and parse_id(end) >= last:
+                return True
+    return False
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])

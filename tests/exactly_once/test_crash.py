@@ -75,3 +75,12 @@ def test_spark_file_sink_survives_kills(tmp_path: Path) -> None:
 @pytest.mark.soak
 def test_dimension_redis_restarted_mid_run(tmp_path: Path) -> None:
     check(Harness(tmp_path, "transactional", 41, kills=1, orders=150, restart_dimension=True))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", [51, 52])
+def test_low_latency_profile_survives_kills_with_batches_re_cut(tmp_path: Path, seed: int) -> None:
+    """Async progress tracking, the sink keyed by stream_id: each restart draws another
+    maxEntriesPerTrigger and Spark re-plans the batches after the last offsets it wrote,
+    so batch ids come back with other rows; each order must still land once."""
+    check(Harness(tmp_path, "low-latency", seed, kills=2, orders=300))

@@ -241,3 +241,46 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 def test_sql_statements_are_split_and_comments_dropped() -> None:
     text = "-- enrich orders\nSELECT 1;\n\n  -- nothing\nSELECT dim_user(a) AS u FROM input ;\n"
     assert statements(text) == ["SELECT 1", "SELECT dim_user(a) AS u FROM input"]
+
+
+LOW_LATENCY: dict[str, Any] = {
+    "source": {"format": "redis-stream", "schema": "stream_id string, user_id long",
+               "options": {"url": "redis://h:6379", "stream": "orders"}},
+    "stores": {"users": CONFIG["stores"]["users"]},
+    "joins": [{"store": "users", "on": "user_id"}],
+    "sink": {"format": "redis", "options": {"url": "redis://h:6379", "stream": "out"}},
+    "checkpoint": "/chk",
+    "latency": "low",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: None, None),
+        (lambda c: c.update(trigger="1 second"), None),
+        (lambda c: c.update(latency="lowest"),
+         r"latency must be one of default, low, got 'lowest' \(did you mean 'low'\?\)"),
+        (lambda c: c["source"].update(format="rate", options={}, schema=None),
+         "latency: low: the source must be a streaming redis-stream"),
+        (lambda c: c["sink"].update(format="console", options={}),
+         "latency: low: the sink must be the redis sink"),
+        (lambda c: c.update(trigger="availableNow"),
+         "latency: low: Spark's async progress tracking takes interval triggers only"),
+        (lambda c: c["source"].update(select=["user_id"]),
+         "latency: low: source.select must keep stream_id"),
+        (lambda c: c.update(dead_letter={"format": "console"}),
+         "latency: low: a dead_letter writes both sinks per micro-batch"),
+    ],
+)  # fmt: skip
+def test_the_low_latency_switch_is_checked_where_the_config_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, message: str | None
+) -> None:
+    monkeypatch.setenv("TEST_REDIS_PASSWORD", "pw")
+    config = json.loads(json.dumps(LOW_LATENCY))
+    change(config)
+    if message is None:
+        assert _config.load(write(tmp_path, config)).latency == "low"
+        return
+    with pytest.raises(_config.ConfigError, match=message):
+        _config.load(write(tmp_path, config))

@@ -16,16 +16,16 @@ import redis
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import redis_options
-from enrich.spark.sink import commit as two_phase
-from enrich.spark.sink.commit import (
+from enrich.spark.sink import two_phase
+from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
+from enrich.spark.sink.rows import STEP_ROWS, SinkSettings
+from enrich.spark.sink.two_phase import (
     PublishConflict,
     Published,
     StagingMismatch,
     committed_batch,
     plan_key,
 )
-from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
-from enrich.spark.sink.rows import STEP_ROWS, SinkSettings
 from tests.spark.test_sink_commit import _Task
 from tests.support.redis_server import RedisServer
 

@@ -6,9 +6,15 @@
 - :mod:`.frames`, :mod:`.direct`: the idempotent writes: each row's commands in RESP, a
   column at a time, sent in chunks of rows, a ``MULTI`` each.
 - :mod:`.codec`: one codec for every Spark type (what ``RedisLookup`` reads back).
-- :mod:`.commit`: staging, the commit marker and the script that publishes a batch.
+- :mod:`.two_phase`: staging, the commit marker, the source marks and the script that
+  publishes a batch (formerly ``.commit``, a path kept importable).
+- :mod:`.by_source`: exactly once keyed by the source record (``sourceIdColumn``).
 - :mod:`.hooks`: pause points for the crash harness.
 
 Nothing here imports the source (:mod:`enrich.spark.streams`); both share
 :mod:`enrich.spark.redis_options`.
 """
+
+from ..._lazy import moved as _moved
+
+_moved(__name__, {"commit": "two_phase"})

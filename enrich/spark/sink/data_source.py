@@ -72,7 +72,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import columns, commit as two_phase, hooks
+from . import by_source, columns, hooks, two_phase
 from .codec import pack
 from .rows import RowEncoder, SinkMode, SinkSettings
 
@@ -138,6 +138,8 @@ class _RedisWriter:
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
+        if self.settings.source is not None:  # every row's source entry, checked first
+            items = by_source.checked(items, self.settings.source, self.schema)
         partition, attempt, batch_id = _task()
         batch = batch_id if batch_id is not None else self.token
         hooks.pause_if_asked("before_write", batch_id)
@@ -214,12 +216,13 @@ class _RedisWriter:
                 between_steps=lambda _: hooks.pause_if_asked(
                     "between_steps", batch if marked else None
                 ),
+                source=settings.source,
             )
         finally:
             client.close()
         log.info(
             "redis sink %s: batch %s %s (%d operations in %d steps, at most %d a step%s; "
-            "%d leftover staging lists removed)",
+            "%d leftover staging lists removed%s)",
             settings.target,
             batch,
             "was already committed, skipped" if done.skipped else "committed",
@@ -228,6 +231,7 @@ class _RedisWriter:
             done.longest,
             ", resuming a publish an earlier attempt started" if done.resumed else "",
             done.cleaned,
+            f"; {done.replayed} rows of source entries published before" if done.replayed else "",
         )
 
     def _abort(self, messages: list[Any], batch: str, marked: bool) -> None:
@@ -337,6 +341,7 @@ class RedisSinkDataSource(DataSource):
         return "redis"
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        by_source.check_writer(self.settings.source, schema, streaming=False)
         cluster = self._cluster()
         return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}", cluster)
 
@@ -346,6 +351,7 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
+        by_source.check_writer(self.settings.source, schema, streaming=True)
         return RedisStreamWriter(self.settings, schema, None, self._cluster())
 
     def _cluster(self) -> bool:

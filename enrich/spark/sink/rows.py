@@ -27,7 +27,8 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import codec
+from . import by_source, codec
+from .two_phase import SourceFields
 
 FORMAT = "redis"
 DEFAULT_ERROR_COLUMN = "enrich_error"
@@ -73,6 +74,10 @@ class SinkSettings:
     # a stepwise commit; with ``atomic``, the largest batch accepted. None: no bound.
     max_rows: int | None = STEP_ROWS
     atomic: bool = False  # atomicCommit: the whole batch in one script, seen whole or not
+    # sourceIdColumn (and sourceStreamColumn): exactly once keyed by the source record
+    # (enrich.spark.sink.by_source); None: keyed by batch id.
+    source: SourceFields | None = None
+    async_progress: bool = False  # the query runs under Spark's async progress tracking
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> SinkSettings:
@@ -100,6 +105,8 @@ class SinkSettings:
         atomic = _flag(options, "atomicCommit")
         # Stepwise, the bound is a step (2,000 by default); atomic, a refusal (none).
         rows = redis_options.row_limit(options, "maxRowsPerCommit", 0 if atomic else STEP_ROWS)
+        source = by_source.source_fields(options)
+        asynchronous = by_source.check_mode(options, source, mode is SinkMode.TRANSACTIONAL)
         return cls(
             url=url,
             stream=stream,
@@ -112,6 +119,8 @@ class SinkSettings:
             staging_ttl=ttl,
             max_rows=rows,
             atomic=atomic,
+            source=source,
+            async_progress=asynchronous,
         )
 
     @property
@@ -127,7 +136,7 @@ class SinkSettings:
         return (
             f"SinkSettings(url={redis_options.masked(self.url)!r}, target={self.target!r}, "
             f"value={self.value!r}, mode={self.mode.value!r}, dead_letter={self.dead_letter!r}, "
-            f"max_rows={self.max_rows!r}, atomic={self.atomic!r})"
+            f"max_rows={self.max_rows!r}, atomic={self.atomic!r}, source={self.source!r})"
         )
 
 

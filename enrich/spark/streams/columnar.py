@@ -135,6 +135,8 @@ class PageBatches:
             if name is None or convert is None:
                 if i == self.decoder.corrupt_position:  # a clean page has no corrupt record
                     arrays.append(pa.nulls(n, arrow_type))
+                elif i == self.decoder.key_position:
+                    arrays.append(pa.array([self.decoder.stream] * n, arrow_type))
                 else:
                     arrays.append(_text([entry[0] for entry in page], arrow_type))
                 continue

@@ -1,11 +1,12 @@
 """Stream entries to typed rows: the column rule of the ``redis-stream`` source.
 
 With a user schema, the output has exactly its columns: a column named ``stream_id``
-gets the entry id, the corrupt-record column (``columnNameOfCorruptRecord``, default
-``_corrupt_record``, a string) the whole entry of a malformed one as JSON text, every
-other column the entry field of the same name, converted to the column's type. Without a
-user schema the rows are ``stream_id string, fields map<string,string>`` and nothing is
-malformed.
+gets the entry id, one named ``stream_key`` the key of the stream the entry was read
+from (for a query reading several streams), the corrupt-record column
+(``columnNameOfCorruptRecord``, default ``_corrupt_record``, a string) the whole entry
+of a malformed one as JSON text, every other column the entry field of the same name,
+converted to the column's type. Without a user schema the rows are
+``stream_id string, fields map<string,string>`` and nothing is malformed.
 
 A missing field is null and not malformed (as a missing key is to Spark's JSON reader).
 A field whose value does not parse as its column's type makes the entry malformed, and
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
 
 DEFAULT_SCHEMA = "stream_id string, fields map<string,string>"
 ID_COLUMN = "stream_id"
+KEY_COLUMN = "stream_key"  # the stream an entry was read from
 CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default
 SHOWN = 64  # characters of a bad value shown in an error or a log line
 
@@ -179,18 +181,23 @@ class EntryDecoder:
         self.examples: dict[str, bytes] = {}
         self._columns: list[tuple[str, bytes, Callable[[bytes], Any] | None]] = []
         self._corrupt: int | None = None  # the corrupt-record column's position
+        self._key: int | None = None  # the stream key column's position
         if self.raw:
             return
         for position, field in enumerate(schema.fields):
-            if field.name == ID_COLUMN or field.name == corrupt_column:
+            if field.name in (ID_COLUMN, KEY_COLUMN, corrupt_column):
                 if not isinstance(field.dataType, StringType):
-                    role = "the entry id" if field.name == ID_COLUMN else "malformed entries"
+                    role = {ID_COLUMN: "the entry id", KEY_COLUMN: "the stream's key"}.get(
+                        field.name, "malformed entries"
+                    )
                     raise ValueError(
                         f"redis-stream: column {field.name!r} holds {role} and must be a "
                         f"string, got {field.dataType.simpleString()}"
                     )
-                if field.name == corrupt_column and field.name != ID_COLUMN:
+                if field.name == corrupt_column and field.name not in (ID_COLUMN, KEY_COLUMN):
                     self._corrupt = position
+                elif field.name == KEY_COLUMN:
+                    self._key = position
                 self._columns.append((field.name, b"", None))
             else:
                 converter = _converter(field.name, field.dataType)
@@ -201,6 +208,11 @@ class EntryDecoder:
         """Per output column: its name, the entry field it holds, and the converter of
         that field's value (None: the entry id or the corrupt-record column)."""
         return self._columns
+
+    @property
+    def key_position(self) -> int | None:
+        """The stream key column's position in the output, if the schema names it."""
+        return self._key
 
     @property
     def corrupt_position(self) -> int | None:
@@ -248,6 +260,8 @@ class EntryDecoder:
                 return None
         if self._corrupt is not None:
             values[self._corrupt] = entry_json(entry_id, fields) if bad else None
+        if self._key is not None:
+            values[self._key] = self.stream
         return tuple(values)
 
     def log_counts(self) -> None:

@@ -1,0 +1,518 @@
+"""End-to-end latency of a streaming job at a steady input rate, exactly once, side by side.
+
+A producer (this process) appends orders to a Redis stream at a steady rate, stamping
+each entry with the wall clock (``ts``, seconds). The job enriches each order from Redis
+(100,000 users, JSON values) and appends it to an output stream; an output entry's id is
+the same machine's clock when the sink's commit wrote it, so its latency is that id's
+milliseconds minus the stamp. Paths, each in a process of its own (a fresh Spark for each
+Spark path, so none inherits another's warm workers), on local[2]:
+
+  (defaults) ``redis-stream`` -> ``lookup_join`` -> ``redis`` sink, every option at its
+  default (transactional, keyed by batch id; Spark's default trigger);
+  (low) the same under the one switch: :func:`enrich.spark.low_latency` (async progress
+  tracking, the sink keyed by each row's ``stream_id``, trigger 0, workers warmed up);
+  (low, no warm-up) the switch with ``warm=False`` (at 10,000/s only): what the warm-up buys;
+  (hand) what a user writes without Spark: two Python processes in a consumer group
+  (``XREADGROUP`` pages of 1,000, ``MGET`` of their users, orjson, an ``XADD`` pipeline,
+  ``XACK``): at-least-once.
+
+A Spark path's producer starts once its query waits for data (its source is planned;
+Python workers and the sink's first commit are still to start): "the first 10 s" are the
+entries stamped in the producer's first 10 seconds. Every entry must come out exactly
+once (counted, duplicates by ``order_id``). Per Spark path the table gives the median
+micro-batch (``durationMs``) and its parts, from the query's progress.
+
+Rerun: ``./scripts/dev bench latency`` (``ENRICH_BENCH_LATENCY_RATES=2000,10000`` and
+``ENRICH_BENCH_LATENCY_SECONDS=30`` set the rates and the seconds of input per run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+
+from ._report import table, write
+from .lookup import KEYS, load_users
+
+RATES = tuple(
+    int(r) for r in os.environ.get("ENRICH_BENCH_LATENCY_RATES", "2000,10000,30000").split(",")
+)
+SECONDS = float(os.environ.get("ENRICH_BENCH_LATENCY_SECONDS", 30))
+FIRST = 10.0  # seconds of input counted as "the first 10 s"
+TARGET_RATE = 10_000
+SOURCE, OUTPUT = "orders", "enriched"
+PRODUCED = "bench:produced"  # the parent tells a run how many entries it sent
+SCHEMA = "stream_id string, order_id long, user_id long, amount double, ts double"
+DRAIN = 180.0  # seconds a run may take to catch up after the input ends
+ROOT = Path(__file__).resolve().parents[1]
+TICK = 0.005  # the producer sends what is due every 5 ms
+PARTS = ("triggerExecution", "latestOffset", "queryPlanning", "walCommit", "addBatch",
+         "commitOffsets")  # fmt: skip
+
+
+# -- the producer --------------------------------------------------------------------------
+
+
+def produce(url: str, rate: int, seconds: float) -> tuple[int, float]:
+    """Append ``rate`` entries a second for ``seconds``; returns (entries, start as
+    epoch seconds). Entries due in a 5 ms tick go out in one pipeline."""
+    client = redis.Redis.from_url(url)
+    rng = random.Random(7)
+    start_wall, start = time.time(), time.perf_counter()
+    sent = 0
+    total = int(rate * seconds)
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        if due > sent:
+            pipe = client.pipeline(transaction=False)
+            stamp = repr(time.time())
+            for order in range(sent, due):
+                pipe.execute_command("XADD", SOURCE, "*", "order_id", order, "user_id",
+                                     rng.randrange(KEYS), "amount", "9.5", "ts", stamp)  # fmt: skip
+            pipe.execute()
+            sent = due
+        pause = start + (sent / rate) - time.perf_counter()
+        time.sleep(max(TICK, pause) if pause > 0 else 0)
+    client.set(PRODUCED, sent)
+    client.close()
+    return sent, start_wall
+
+
+def measure(url: str, produced: int, start: float) -> dict[str, Any]:
+    """Latencies (ms) of the output entries, after and within the first 10 s of input,
+    and the exactly-once count."""
+    client = redis.Redis.from_url(url)
+    client.set_response_callback("XRANGE", lambda r, **_: r)
+    early: list[float] = []
+    late: list[float] = []
+    orders: set[int] = set()
+    count = 0
+    after = "-"
+    while True:
+        page = client.xrange(OUTPUT, after, "+", count=10_000)
+        for entry_id, flat in page:
+            fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+            stamp = float(fields[b"ts"])
+            latency = int(entry_id.split(b"-")[0]) - stamp * 1000
+            (early if stamp - start < FIRST else late).append(latency)
+            orders.add(int(fields[b"order_id"]))
+            count += 1
+        if len(page) < 10_000:
+            break
+        after = "(" + page[-1][0].decode()
+    client.close()
+    return {
+        "produced": produced,
+        "out": count,
+        "duplicates": count - len(orders),
+        "lost": produced - len(orders & set(range(produced))),
+        "p50": float(np.percentile(late, 50)) if late else float("nan"),
+        "p99": float(np.percentile(late, 99)) if late else float("nan"),
+        "first_p99": float(np.percentile(early, 99)) if early else float("nan"),
+    }
+
+
+def reset(url: str) -> None:
+    client = redis.Redis.from_url(url)
+    client.delete(SOURCE, OUTPUT, PRODUCED)
+    keys = list(client.scan_iter("enrich:sink:*", count=10_000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def child(args: list[str]) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    paths = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return subprocess.Popen([sys.executable, "-m", "benchmarks.latency", *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def wait_ready(process: subprocess.Popen[str], what: str) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.strip() == "READY":
+            return
+    raise RuntimeError(f"{what} ended before it was ready (exit {process.wait()})")
+
+
+def run_path(url: str, path: str, rate: int) -> dict[str, Any]:
+    """One run: the consumer(s) of ``path`` started and ready, then the input."""
+    reset(url)
+    if path == "hand":
+        client = redis.Redis.from_url(url)
+        client.xgroup_create(SOURCE, "hand", id="0", mkstream=True)
+        client.close()
+        workers = [child(["--hand", url, str(i)]) for i in range(2)]
+        for worker in workers:
+            wait_ready(worker, "a hand-written consumer")
+        produced, start = produce(url, rate, SECONDS)
+        _await_output(url, produced)
+        for worker in workers:
+            worker.terminate()
+            worker.wait()
+        return {**measure(url, produced, start), "batches": {}}
+    job = child(["--spark", url, path])
+    wait_ready(job, f"the {path} query")
+    produced, start = produce(url, rate, SECONDS)
+    out, _ = job.communicate(timeout=DRAIN + 120)
+    if job.returncode != 0:
+        raise RuntimeError(f"the {path} query failed (exit {job.returncode})")
+    batches = json.loads(out.strip().splitlines()[-1])
+    return {**measure(url, produced, start), "batches": batches}
+
+
+def _await_output(url: str, produced: int) -> None:
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + DRAIN
+    while client.xlen(OUTPUT) < produced and time.monotonic() < deadline:
+        time.sleep(0.1)
+    client.close()
+
+
+# -- the consumers -------------------------------------------------------------------------
+
+# Settings tried beside the switch (ENRICH_BENCH_LATENCY_PATHS=low,low-pipelined,...):
+# Spark's opt-in pipelined transfer to Python workers, one partition a batch.
+EXPLORED: dict[str, dict[str, dict[str, str]]] = {
+    "low-pipelined": {"conf": {"spark__python__udf__pipelined__enabled": "true"}},
+    "low-1part": {"source": {"partitionsPerStream": "1"}},
+}
+
+
+def spark_main(url: str, path: str) -> None:
+    """A Spark path in this process: start the query, say READY once it waits for data,
+    run until the output holds every entry the parent produced, print the progress."""
+    from connectors.redis import RedisLookup
+    from enrich.spark import lookup_join, low_latency, register_data_sources
+
+    from .spark import SCHEMA as USER_SCHEMA, start_spark
+
+    extra = EXPLORED.get(path, {}).get("conf", {})
+    if extra:  # start_spark's session with the setting tried: getOrCreate keeps it
+        from enrich.spark import session
+
+        session("enrich-bench", master="local[2]", spark__ui__enabled="false",
+                spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
+                spark__python__worker__reuse="true", spark__driver__memory="2g",
+                **extra)  # fmt: skip
+    spark = start_spark()
+    register_data_sources(spark)
+    users = RedisLookup(url, key_template="user:{}", value="json", schema=USER_SCHEMA)
+    source = spark.readStream.format("redis-stream").option("url", url)
+    source = source.options(**EXPLORED.get(path, {}).get("source", {}))
+    orders = source.option("stream", SOURCE).schema(SCHEMA).load()
+    enriched = lookup_join(orders, users, on="user_id")
+    checkpoint = Path(os.environ.get("TMPDIR", "/tmp")) / f"enrich-latency-{os.getpid()}"
+    if path == "defaults":
+        writer = enriched.writeStream.format("redis")
+    else:
+        writer = low_latency(enriched, warm=path != "low-cold")
+    query = (writer.option("url", url).option("stream", OUTPUT)
+             .option("checkpointLocation", str(checkpoint)).start())  # fmt: skip
+    while "Waiting for data" not in query.status["message"]:
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+        time.sleep(0.05)
+    print("READY", flush=True)
+    client = redis.Redis.from_url(url)
+    deadline = None
+    while True:
+        produced = client.get(PRODUCED)
+        if produced is not None:
+            deadline = deadline or time.monotonic() + DRAIN
+            if client.xlen(OUTPUT) >= int(produced) or time.monotonic() > deadline:
+                break
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+        time.sleep(0.1)
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    query.stop()
+    spark.stop()
+    parts = {
+        name: statistics.median(p["durationMs"].get(name, 0) for p in progress)
+        for name in PARTS
+    } if progress else {}  # fmt: skip
+    parts["rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
+    parts["batches"] = len(progress)
+    parts["first"] = [p["durationMs"]["triggerExecution"] for p in progress[:3]]
+    print(json.dumps(parts), flush=True)
+
+
+def hand_main(url: str, name: str) -> None:
+    """One of the hand-written consumers: XREADGROUP, MGET, XADD, XACK until killed."""
+    import orjson
+
+    client = redis.Redis.from_url(url)
+    client.set_response_callback("XREADGROUP", lambda r, **_: r)
+    print("READY", flush=True)
+    while True:
+        reply = client.xreadgroup("hand", name, {SOURCE: ">"}, count=1000, block=100)
+        if not reply:
+            continue
+        # RESP3 (redis-py 8's default) answers a map of streams, RESP2 a list of pairs
+        entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+        fields = [dict(zip(flat[0::2], flat[1::2], strict=True)) for _, flat in entries]
+        values = client.mget([b"user:" + f[b"user_id"] for f in fields])
+        pipe = client.pipeline(transaction=False)
+        for (entry_id, _), f, raw in zip(entries, fields, values, strict=True):
+            user = orjson.loads(raw) if raw is not None else {}
+            row = {"stream_id": entry_id, **f}
+            for key in ("name", "tier", "credit"):
+                if user.get(key) is not None:
+                    row[key.encode()] = str(user[key])
+            pipe.execute_command("XADD", OUTPUT, "*", *[x for kv in row.items() for x in kv])
+        pipe.xack(SOURCE, "hand", *[entry_id for entry_id, _ in entries])
+        pipe.execute()
+
+
+# -- what keying by the source record costs the commit ---------------------------------------
+
+COMMIT_ROWS = 100_000
+
+
+def commit_cost(url: str) -> str:
+    """The real commit of ``COMMIT_ROWS`` staged stream entries (steps of 1,000 rows),
+    keyed by batch id and by the source record, alternately, best of 3: Redis time a
+    row (the scripts run alone on the server)."""
+    from enrich.spark.sink import two_phase
+    from enrich.spark.sink.codec import pack
+
+    client = redis.Redis.from_url(url)
+    ops = [
+        pack(["x", "bench:out", "stream_id", f"{1_700_000_000_000 + i // 3}-{i % 3}",
+              "order_id", str(i), "user_id", str(i % 1000), "amount", "12.5"])
+        for i in range(COMMIT_ROWS)
+    ]  # fmt: skip
+    best: dict[str, float] = {}
+    for _ in range(3):
+        for label, source in (
+            ("batch id", None),
+            ("source record", two_phase.SourceFields("stream_id")),
+        ):
+            client.delete("bench:out", *client.keys("enrich:sink:bench:*"))
+            staging = two_phase.staging_key("bench", "0", 0, "a")
+            for start in range(0, COMMIT_ROWS, 5_000):
+                client.rpush(staging, *ops[start : start + 5_000])
+            started = time.perf_counter()
+            two_phase.commit(client, "bench", "0", [(staging, COMMIT_ROWS)], marked=True,
+                             step=1000, source=source)  # fmt: skip
+            elapsed = time.perf_counter() - started
+            assert client.xlen("bench:out") == COMMIT_ROWS
+            best[label] = min(best.get(label, elapsed), elapsed)
+    client.delete("bench:out", *client.keys("enrich:sink:bench:*"))
+    client.close()
+    base = best["batch id"]
+    return table(
+        ["keyed by", f"commit of {COMMIT_ROWS:,} entries, s", "us a row", "vs batch id"],
+        [[label, t, t / COMMIT_ROWS * 1e6, t / base] for label, t in best.items()],
+    )
+
+
+# -- one micro-batch, stage by stage, with and without async progress tracking --------------
+
+ASYNC = {"asyncProgressTrackingEnabled": "true",
+         "_asyncProgressTrackingOverrideSinkSupportCheck": "true"}  # fmt: skip
+
+
+def stages(url: str) -> list[list[Any]]:
+    """Median ``durationMs`` of micro-batches of 5,000 entries (after a first one), each
+    query with Spark's logs written in line (sync) and off the critical path (async),
+    in rounds (:mod:`benchmarks.microbatch`'s runner)."""
+    from enrich.spark import register_data_sources
+
+    from . import microbatch as mb
+    from ._streams import ORDER_SCHEMA, fill_stream
+    from .spark import start_spark
+
+    def stream(spark: Any, _: str) -> Any:
+        reader = spark.readStream.format("redis-stream").option("url", url)
+        reader = reader.option("stream", mb.STREAM).option("maxEntriesPerTrigger", mb.ROWS)
+        return reader.schema(ORDER_SCHEMA).load()
+
+    def sink(asynchronous: bool, kind: str) -> Any:
+        def build(df: Any, _: str, checkpoint: str) -> Any:
+            writer = df.writeStream.format(kind).option("checkpointLocation", checkpoint)
+            if kind == "redis":
+                writer = writer.option("url", url).option("stream", "enriched")
+                writer = writer.option("sourceIdColumn", "stream_id")
+            return writer.options(**ASYNC) if asynchronous else writer
+
+        return build
+
+    queries = [
+        ("rate-micro-batch -> noop (Spark's floor)", mb._rate, None, "noop"),
+        ("redis-stream -> noop", stream, None, "noop"),
+        ("redis-stream -> lookup_join -> noop", stream, mb._join, "noop"),
+        ("redis-stream -> redis sink (keyed by source)", stream, None, "redis"),
+        ("redis-stream -> lookup_join -> redis sink (keyed by source)", stream, mb._join, "redis"),
+    ]
+    spark = start_spark()
+    register_data_sources(spark)
+    rounds, batches = 2, 8
+    fill_stream(url, mb.ROWS * (batches + 4), stream=mb.STREAM)
+    runs: dict[tuple[int, bool], list[dict[str, float]]] = {}
+    try:
+        for _ in range(rounds):
+            for asynchronous in (False, True):
+                for i, (_label, source, stage, kind) in enumerate(queries):
+                    got = mb.run_query(spark, url, source, stage, sink(asynchronous, kind),
+                                       batches // rounds)  # fmt: skip
+                    runs.setdefault((i, asynchronous), []).extend(got)
+    finally:
+        spark.stop()
+    rows = []
+    for i, (label, *_) in enumerate(queries):
+        row: list[Any] = [label]
+        for asynchronous in (False, True):
+            got = runs[(i, asynchronous)]
+            row += [round(statistics.median(d.get(part, 0) for d in got))
+                    for part in ("triggerExecution", "addBatch")]  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+# -- the report ----------------------------------------------------------------------------
+
+LABELS = {
+    "defaults": "redis-stream -> lookup_join -> redis sink (defaults)",
+    "low": "the same, low_latency() (the one switch)",
+    "low-cold": "the same, low_latency(warm=False)",
+    "hand": "hand-written: 2 processes, XREADGROUP/MGET/XADD (at-least-once)",
+    "low-pipelined": "low_latency(), spark.python.udf.pipelined.enabled=true",
+    "low-1part": "low_latency(), partitionsPerStream=1",
+}
+PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,stages,commit").split(",")
+RECORD = Path(__file__).parent / "results" / "latency.json"
+
+
+def main() -> None:
+    """Runs the parts named by ``ENRICH_BENCH_LATENCY_PARTS`` (``rates``, ``stages``,
+    ``commit``); with ``ENRICH_BENCH_LATENCY_KEEP=1`` the report keeps what earlier runs
+    recorded (``results/latency.json``) for the parts and rates not run now, so a long
+    run can be split in parts of under 10 minutes."""
+    from enrich.demo.local import local_redis
+
+    started = time.perf_counter()
+    keep = os.environ.get("ENRICH_BENCH_LATENCY_KEEP") == "1" and RECORD.exists()
+    record: dict[str, Any] = json.loads(RECORD.read_text()) if keep else {}
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    with local_redis() as url:
+        if "commit" in PARTS_RUN:
+            record["commit"] = {"table": commit_cost(url), "when": when,
+                                "load": os.getloadavg()[0]}  # fmt: skip
+        load_users(url)
+        if "rates" in PARTS_RUN:
+            runs = [r for r in record.get("runs", []) if r["rate"] not in RATES]
+            for rate in RATES:
+                paths = ["defaults", "low", "hand"]
+                if rate == TARGET_RATE:
+                    paths.insert(2, "low-cold")
+                if os.environ.get("ENRICH_BENCH_LATENCY_PATHS"):
+                    paths = os.environ["ENRICH_BENCH_LATENCY_PATHS"].split(",")
+                for path in paths:
+                    load = os.getloadavg()[0]
+                    print(f"latency: {path} at {rate:,}/s (load {load:.1f})", flush=True)
+                    result = run_path(url, path, rate)
+                    runs.append({"rate": rate, "path": path, "result": result, "load": load,
+                                 "after": os.getloadavg()[0], "when": when})  # fmt: skip
+            record["runs"] = sorted(runs, key=lambda r: (r["rate"], list(LABELS).index(r["path"])))
+        if "stages" in PARTS_RUN:
+            load = os.getloadavg()[0]
+            record["stages"] = {"rows": stages(url), "when": when, "load": load,
+                                "after": os.getloadavg()[0]}  # fmt: skip
+    RECORD.write_text(json.dumps(record, indent=1))
+    path = write(
+        "latency",
+        "End-to-end latency at a steady rate: redis-stream -> lookup_join -> redis sink",
+        report(record),
+        notes=(__doc__ or "").split("\n\n", 1)[1],
+    )
+    print(f"written to {path} in {time.perf_counter() - started:.0f}s")
+
+
+def report(record: dict[str, Any]) -> list[tuple[str, str]]:
+    sections = []
+    runs = record.get("runs", [])
+    if runs:
+        rows = []
+        for run in runs:
+            r, b = run["result"], run["result"]["batches"]
+            once = "yes" if r["lost"] == 0 and r["duplicates"] == 0 else (
+                f"no: {r['lost']} lost, {r['duplicates']} doubled")  # fmt: skip
+            batch = f"{b['triggerExecution']:.0f} ms, {b['rows']:.0f} rows" if b else "-"
+            first = ", ".join(f"{ms:,}" for ms in b.get("first", [])) or "-"
+            rows.append([f"{run['rate']:,}", LABELS[run["path"]], r["produced"], once, r["p50"],
+                         r["p99"], r["first_p99"], batch, first,
+                         f"{run['when']}, {run['load']:.1f}"])  # fmt: skip
+        sections.append((
+            f"local[2], {SECONDS:.0f} s of input per run",
+            table(["entries/s", "path", "entries", "exactly once", "p50 ms (after 10 s)",
+                   "p99 ms (after 10 s)", "p99 ms (first 10 s)", "median micro-batch",
+                   "first 3 micro-batches, ms", "UTC, load before"], rows),
+        ))  # fmt: skip
+        parts_rows = [
+            [f"{run['rate']:,}", run["path"],
+             *(f"{run['result']['batches'].get(p, 0):.0f}" for p in PARTS),
+             run["result"]["batches"].get("batches", 0)]
+            for run in runs if run["result"]["batches"]
+        ]  # fmt: skip
+        sections.append((
+            "Median micro-batch by part (durationMs, batches with rows)",
+            table(["entries/s", "path", *(f"{p} ms" for p in PARTS), "batches"], parts_rows),
+        ))  # fmt: skip
+        target = next((run["result"] for run in runs
+                       if run["rate"] == TARGET_RATE and run["path"] == "low"), None)  # fmt: skip
+        if target is not None:
+            checks = [
+                ("p50 after 10 s <= 300 ms", target["p50"], target["p50"] <= 300),
+                ("p99 after 10 s <= 600 ms", target["p99"], target["p99"] <= 600),
+                ("p99 of the first 10 s <= 1,500 ms", target["first_p99"],
+                 target["first_p99"] <= 1500),
+                ("every entry exactly once",
+                 f"{target['lost']} lost, {target['duplicates']} doubled",
+                 target["lost"] == 0 and target["duplicates"] == 0),
+            ]  # fmt: skip
+            sections.append((
+                "Targets (issue 34)",
+                table(["target (10,000/s, the one switch)", "measured", "met"],
+                      [[name, value, "yes" if ok else "no"] for name, value, ok in checks]),
+            ))  # fmt: skip
+    if "stages" in record:
+        st = record["stages"]
+        sections.append((
+            f"One micro-batch of 5,000 entries, stage by stage ({st['when']} UTC, load "
+            f"{st['load']:.1f} before, {st['after']:.1f} after; medians of 8 batches in 2 "
+            "rounds; the sink keyed by source)",
+            table(["query", "sync: trigger ms", "sync: addBatch ms", "async: trigger ms",
+                   "async: addBatch ms"], st["rows"]),
+        ))  # fmt: skip
+    if "commit" in record:
+        c = record["commit"]
+        sections.append((
+            f"What keying by the source record costs the commit ({c['when']} UTC, load "
+            f"{c['load']:.1f}; Redis time, best of 3)",
+            c["table"],
+        ))  # fmt: skip
+    return sections
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--spark":
+        spark_main(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--hand":
+        hand_main(sys.argv[2], f"c{sys.argv[3]}")
+    else:
+        main()

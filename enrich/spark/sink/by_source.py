@@ -1,0 +1,153 @@
+"""Exactly once keyed by the source record: the options that turn it on, and the check
+of every row before it is staged.
+
+With ``sourceIdColumn`` the transactional sink publishes each source entry at most once,
+whatever micro-batch carries it: the commit script keeps, per source stream, the last
+entry id published (:mod:`~enrich.spark.sink.two_phase.script`) and applies a row only
+when its entry id is after it. A replay whose batches are cut differently (Spark's
+async progress tracking re-plans the batches after the last offsets it wrote, so a
+batch id may come back with other rows, or rows with another batch id) then neither
+loses nor doubles a row. The ``redis-stream`` source gives each row its entry id in the
+column ``stream_id`` (and, for a query reading several streams, the stream's key in
+``stream_key``): keep those columns through the joins (``lookup_join`` keeps every input
+column) and name them::
+
+    .option("sourceIdColumn", "stream_id")      # required for the mode
+    .option("sourceStreamColumn", "stream_key")  # when the source reads several streams
+
+The id column is written with the row, as every column is (it is how the commit
+script finds a row's source). Rows must come from one source whose entry ids grow
+along each stream (a Redis stream's do); a source of several streams without
+``sourceStreamColumn`` would compare the ids of one stream with the marks of another,
+so :func:`enrich.spark.low_latency` refuses it, and so should you.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import StringType, StructType
+
+from .two_phase import SourceFields
+
+ID_OPTION = "sourceIdColumn"
+ASYNC_OPTION = "asyncProgressTrackingEnabled"  # Spark's query option, seen by the sink too
+STREAM_OPTION = "sourceStreamColumn"
+# A Redis stream entry id as Redis writes it: no sign, no leading zeros.
+ENTRY_ID = r"^(0|[1-9][0-9]*)-(0|[1-9][0-9]*)$"
+_ENTRY_ID = re.compile(ENTRY_ID)
+
+
+def source_fields(options: Mapping[str, str]) -> SourceFields | None:
+    """The columns named by ``sourceIdColumn`` / ``sourceStreamColumn``, or None."""
+    column = str(options.get(ID_OPTION, "")).strip()
+    stream = str(options.get(STREAM_OPTION, "")).strip()
+    if stream and not column:
+        raise ValueError(
+            f"option {STREAM_OPTION} ({stream!r}) needs option {ID_OPTION}: the column "
+            "holding each row's source entry id (the redis-stream source's stream_id)"
+        )
+    if stream and stream == column:
+        raise ValueError(f"options {ID_OPTION} and {STREAM_OPTION} name the same column {stream!r}")
+    return SourceFields(column, stream) if column else None
+
+
+def check_mode(
+    options: Mapping[str, str], source: SourceFields | None, transactional: bool
+) -> bool:
+    """Whether the query runs under async progress tracking; refuses what would break
+    exactly once there: a sink keyed by batch id (or idempotent appends), and
+    ``sourceIdColumn`` outside the transactional mode (only its commit reads it)."""
+    if source is not None and not transactional:
+        raise ValueError(
+            f'option {ID_OPTION} needs mode "transactional": the source marks are kept and '
+            'checked by its commit script; mode "idempotent" writes each row directly'
+        )
+    text = str(options.get(ASYNC_OPTION, "false")).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"option {ASYNC_OPTION} must be true or false, got {text!r}")
+    if text == "true" and source is None:
+        raise ValueError(
+            f"the redis sink cannot keep exactly once under async progress tracking "
+            f"({ASYNC_OPTION}=true, which enrich.spark.low_latency turns on) unless it is "
+            f"keyed by the source record: after a failure Spark plans again the batches "
+            "after the last offsets it wrote, so a batch comes back with another id or "
+            "other rows, and a sink keyed by batch id would skip rows never published or "
+            f'publish rows twice. Set .option("{ID_OPTION}", "stream_id") with mode '
+            '"transactional" (the redis-stream source gives each row its entry id in '
+            "stream_id; keep that column), or drop async progress tracking"
+        )
+    return text == "true"
+
+
+def check_writer(source: SourceFields | None, schema: StructType, *, streaming: bool) -> None:
+    """On the driver, before any task: a streaming write, and the named columns exist
+    and hold text."""
+    if source is None:
+        return
+    if not streaming:
+        raise ValueError(
+            f"option {ID_OPTION} is for streaming queries (writeStream): its marks follow "
+            "one query's batches in order, and batch writes (df.write) may run side by "
+            "side; drop it for a batch write"
+        )
+    names = [f.name for f in schema.fields]
+    for option, column in ((ID_OPTION, source.id), (STREAM_OPTION, source.stream)):
+        if not column:
+            continue
+        if column not in names:
+            raise ValueError(
+                f"option {option} names column {column!r}, which the DataFrame does not "
+                f"have (columns: {', '.join(names)}). The redis-stream source gives the "
+                "entry id in column stream_id when the schema names it; keep it through "
+                "the query (do not drop or rename it)"
+            )
+        kind = schema[column].dataType
+        if not isinstance(kind, StringType):
+            raise ValueError(
+                f"option {option}: column {column!r} must be a string (an entry id "
+                f"'<ms>-<seq>' or a stream key), got {kind.simpleString()}"
+            )
+
+
+def checked(items: Iterator[Any], source: SourceFields, schema: StructType) -> Iterator[Any]:
+    """``items`` (Arrow batches or rows) as they are, after checking each row's source:
+    an entry id of the form ``<ms>-<seq>`` and, when named, a stream. A row without
+    fails the task before it stages anything of that batch, naming the column and row."""
+    names = [f.name for f in schema.fields]
+    where = names.index(source.id)
+    stream = names.index(source.stream) if source.stream else None
+    for item in items:
+        if isinstance(item, pa.RecordBatch):
+            ids = item.column(where)
+            valid = pc.fill_null(pc.match_substring_regex(ids, ENTRY_ID), False)
+            if stream is not None:
+                valid = pc.and_(valid, item.column(stream).is_valid())
+            if not pc.all(valid).as_py():
+                bad = pc.index(valid, False).as_py()
+                _fail(source, names, item.slice(bad, 1).to_pylist()[0])
+        else:
+            row = dict(zip(names, item, strict=True))
+            value = row[source.id]
+            if not (isinstance(value, str) and _ENTRY_ID.match(value)) or (
+                stream is not None and row[source.stream] is None
+            ):
+                _fail(source, names, row)
+        yield item
+
+
+def _fail(source: SourceFields, names: list[str], row: dict[str, Any]) -> None:
+    value = row[source.id]
+    if value is None or not _ENTRY_ID.match(str(value)):
+        what = f"column {source.id!r} ({ID_OPTION}) holds {value!r}, not an entry id '<ms>-<seq>'"
+    else:
+        what = f"column {source.stream!r} ({STREAM_OPTION}) is null"
+    shown = {name: row[name] for name in names}
+    raise ValueError(
+        f"redis sink: a row has no source record to be published once by: {what}; "
+        f"row {str(shown)[:300]}. Keep the source's stream_id column as it was read"
+    )

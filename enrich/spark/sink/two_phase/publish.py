@@ -1,0 +1,156 @@
+"""The driver's half of the two-phase commit: publish a batch's staging step by step,
+or abort it (the scripts and their rules: :mod:`.script`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import PublishConflict, Published, SourceIdMissing, StagingMismatch
+from .keys import index_key, marker_key, plan_key, sources_key, staging_prefix
+from .script import ABORT_SCRIPT, STEP_SCRIPT
+
+PAGE = 1000  # staged operations read per LRANGE inside the script
+
+
+@dataclass(frozen=True)
+class SourceFields:
+    """Where a staged row of a sink keyed by the source record holds its source: the
+    field (column) of the entry id, and of the source stream ("" for one stream)."""
+
+    id: str
+    stream: str = ""
+
+
+def commit(
+    client: Any,
+    identity: str,
+    batch: str,
+    staged: Sequence[tuple[str, int]],
+    *,
+    marked: bool,
+    step: int | None,
+    plan_ttl: int = 0,
+    between_steps: Callable[[Published], None] | None = None,
+    source: SourceFields | None = None,
+) -> Published:
+    """Publish the staged lists of ``batch`` in steps of at most ``step`` operations.
+
+    Args:
+        client: a synchronous redis client.
+        identity: the writer's identity.
+        batch: the batch id (streaming) or the write's token (batch writes).
+        staged: the staging lists of the batch's successful task attempts, each with the
+            number of operations its task staged (ignored when a plan of ``batch`` was
+            started already and the writer is keyed by batch id: it is resumed).
+        marked: whether to check and advance the committed-batch marker (streaming).
+            Unmarked (batch writes), the plan is the token's own.
+        step: the most operations one script processes; None: the whole batch in one.
+        plan_ttl: seconds before a plan left behind expires (0: never).
+        between_steps: called after each step that was not the last (a test hook).
+        source: keyed by the source record: where rows hold their source entry id
+            (and stream); each source entry is published at most once, whatever batch
+            carries it (see :mod:`.script`). None: keyed by batch id.
+
+    Returns:
+        What was published (:class:`Published`).
+
+    Raises:
+        StagingMismatch: a staging list does not hold what its task staged; the step
+            published nothing and the marker did not move.
+        PublishConflict: the writer is publishing another batch (keyed by batch id).
+        SourceIdMissing: keyed by source, a staged row has no source entry id.
+    """
+    script = client.register_script(STEP_SCRIPT)  # EVALSHA: loaded once per server
+    plan = plan_key(identity, None if marked else batch)
+    lists = [name for name, _ in staged]
+    keys = [marker_key(identity), index_key(identity), plan, sources_key(identity), *lists]
+    args = [
+        batch,
+        "1" if marked else "0",
+        staging_prefix(identity),
+        f"{staging_prefix(identity)}{batch}:",
+        PAGE,
+        step or 0,
+        plan_ttl,
+        source.id if source is not None else "",
+        source.stream if source is not None else "",
+        *(rows for _, rows in staged),
+    ]
+    rows = steps = longest = replayed = 0
+    resumed = False
+    while True:
+        reply = script(keys=keys, args=args)
+        state, applied, n, found, published, cleaned, skipped, detail = reply
+        state, applied, n = int(state), int(applied), int(n)
+        if state == 1:
+            return Published(True, 0, steps + 1, resumed, int(cleaned), longest, replayed)
+        if state == -2:
+            raise PublishConflict(batch, _text(published), plan)
+        if state == -3:
+            assert source is not None
+            raise SourceIdMissing(batch, source.id, _text(detail))
+        if state < 0:
+            if steps == 0 and not int(published):  # the plan was not fixed: use the message
+                name, expected = staged[n - 1]
+            else:
+                name, expected = _planned(client, plan, n)
+            raise StagingMismatch(batch, name, expected, int(found), int(published))
+        steps += 1
+        rows += applied
+        replayed += int(skipped)
+        longest = max(longest, applied + int(skipped))
+        resumed = resumed or bool(int(found))
+        if n == 1:
+            return Published(False, rows, steps, resumed, int(cleaned), longest, replayed)
+        if between_steps is not None:
+            between_steps(Published(False, rows, steps, resumed, 0, longest, replayed))
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _planned(client: Any, plan: str, n: int) -> tuple[str, int]:
+    """The name and count of list ``n`` (from 1) of a recorded plan."""
+    lists, counts = client.hmget(plan, "lists", "counts")
+    return json.loads(lists)[n - 1], int(json.loads(counts)[n - 1])
+
+
+def abort(
+    client: Any, identity: str, batch: str, staged: list[str], *, marked: bool
+) -> tuple[int, bool, int]:
+    """Delete the staging of ``batch``; never touches anything already published.
+
+    Streaming (``marked``): the lists of a plan that started publishing ``batch`` are
+    kept, so the batch's replay resumes it (a reader has seen its first steps). A batch
+    write's started plan is discarded with its staging: nothing would resume it.
+
+    Returns:
+        ``(staging lists deleted, whether a started plan was kept, its published rows)``.
+    """
+    deleted, kept, published = client.eval(
+        ABORT_SCRIPT,
+        2 + len(staged),
+        index_key(identity),
+        plan_key(identity, None if marked else batch),
+        *staged,
+        f"{staging_prefix(identity)}{batch}:",
+        batch,
+        "0" if marked else "1",
+    )
+    return int(deleted), bool(int(kept)), int(published)
+
+
+def committed_batch(client: Any, identity: str) -> int | None:
+    """The last batch id committed by ``identity``, or None."""
+    value = client.get(marker_key(identity))
+    return None if value is None else int(value)
+
+
+def published_marks(client: Any, identity: str) -> dict[str, str]:
+    """A writer keyed by the source record: per source stream (``"*"`` for the one
+    stream of a writer without ``sourceStreamColumn``), the last entry id published."""
+    return {_text(k): _text(v) for k, v in client.hgetall(sources_key(identity)).items()}

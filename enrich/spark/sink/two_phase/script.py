@@ -1,0 +1,295 @@
+"""The Lua scripts of the two-phase commit: a batch published in bounded steps, and the
+abort that deletes staging.
+
+:data:`STEP_SCRIPT` publishes a batch in steps, each one Redis script (so each atomic),
+each processing at most ``step`` operations. The first step fixes the **plan**: it checks
+that each staging list holds the number of operations its task reported (``LLEN``
+against the count the commit passes in; a list short or gone makes it publish nothing,
+record nothing and delete nothing), then records the plan in the publishing hash (the
+batch, its staging lists and their counts, a cursor: list and position). Every step
+processes the operations after the cursor and advances the cursor in the same script, so
+an operation is applied once whatever dies between two steps. The last step sets the
+committed marker, deletes the plan and the batch's staging, and deletes what crashed
+attempts left.
+
+**Keyed by batch id** (the default): a batch id at or below the marker is skipped (its
+staging only deleted); a step that finds a plan of its own batch follows that plan from
+its cursor, whatever staging lists it was given (Spark replays a batch whose commit died
+with new task attempts, which stage the same rows in new lists); a plan of another batch
+is a conflict.
+
+**Keyed by the source record** (``sourceIdColumn``): each staged row carries its source
+entry id (a field of the row, ``<ms>-<seq>``) and, with ``sourceStreamColumn``, its
+source stream. The writer keeps, per source stream, the last entry id it published (its
+high-water mark). A plan records the marks as they were when it was fixed, and applies
+only the rows whose entry id is after its stream's mark; the last step raises each mark
+to the largest id the plan held. Batch ids are not trusted (a batch re-cut after a
+restart may carry another id, or the same id with other rows): the marker never skips a
+batch, and a plan left by any earlier commit is finished first, then the given lists are
+published under a plan of their own. Since a source batch is a contiguous range of
+entries starting at or before the mark, "after the mark" is exactly "not published yet",
+and a row published once is never published again, whatever batch carries it. A 1:N
+join's rows share their entry id: they are all after the mark or all behind it.
+"""
+
+from __future__ import annotations
+
+# KEYS: marker, index, plan, sources (the marks), staging lists of this commit.
+# ARGV: 1 batch id (or token), 2 marked ("1": check and set the marker), 3 staging
+# prefix, 4 this batch's own staging prefix, 5 page size, 6 step (most operations this
+# script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
+# id field ("": keyed by batch id), 9 the source stream field ("": one source stream),
+# then the number of operations each staging list must hold, in KEYS order.
+# Returns {state, applied, n, found, published, cleaned, replayed, detail}:
+#   state 0: a step ran, applied operations (replayed: skipped as published already);
+#            n = 1 when it was the last, 2 when it finished an earlier commit's plan and
+#            the given lists are still to publish; found = 1 when it followed an
+#            earlier commit's plan; published = the plan's applied total so far;
+#   state 1: the batch id is at or below the marker: skipped;
+#   state -1: staging list n of the plan holds `found` operations, not its count:
+#            nothing of this step applied (published: what earlier steps applied);
+#   state -2: the plan is batch `published` (a string): another batch's;
+#   state -3: keyed by source: operation `detail` has no source id; the steps before it
+#            stand, the cursor is on it.
+# `cleaned`: leftover staging lists the last step (or a skip) deleted.
+STEP_SCRIPT = """
+local batch, marked = ARGV[1], ARGV[2] == '1'
+local idf, sf = ARGV[8], ARGV[9]
+local keyed = idf ~= ''
+local plan, sources = KEYS[3], KEYS[4]
+local FIRST = 5
+local b = tonumber(batch)
+local function clean(keep)
+  local cleaned = 0
+  local prefix_len = string.len(ARGV[3])
+  local own_len = string.len(ARGV[4])
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    if not keep[member] then
+      local gone = keyed or string.sub(member, 1, own_len) == ARGV[4]
+      if not gone and marked and b then
+        local mb = tonumber(string.match(string.sub(member, prefix_len + 1), '^(%d+):'))
+        gone = mb ~= nil and mb <= b
+      end
+      if gone then
+        redis.call('UNLINK', member)
+        redis.call('SREM', KEYS[2], member)
+        cleaned = cleaned + 1
+      end
+    end
+  end
+  return cleaned
+end
+local function parts(id)
+  if type(id) ~= 'string' then return nil, nil end
+  return string.match(id, '^(%d+)%-(%d+)$')
+end
+-- (ams, aseq) after (bms, bseq) as entry ids, compared as decimal text; nothing: true
+local function after(ams, aseq, bms, bseq)
+  if bms == nil then return true end
+  if #ams ~= #bms then return #ams > #bms end
+  if ams ~= bms then return ams > bms end
+  if #aseq ~= #bseq then return #aseq > #bseq end
+  return aseq > bseq
+end
+local function source_of(op)
+  local id
+  local s = nil
+  if sf == '' then s = '*' end
+  if op[1] == 's' then
+    local ok, doc = pcall(cjson.decode, op[3])
+    if ok and type(doc) == 'table' then
+      id = doc[idf]
+      if sf ~= '' then s = doc[sf] end
+    end
+  else
+    for i = 3, #op - 1, 2 do
+      local name = op[i]
+      if name == idf then
+        id = op[i + 1]
+        if s then break end
+      elseif sf ~= '' and name == sf then
+        s = op[i + 1]
+        if id then break end
+      end
+    end
+  end
+  if type(s) ~= 'string' then s = nil end
+  return s, id
+end
+if marked and not keyed then
+  local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
+  if b <= last then
+    local cleaned = clean({})
+    return {1, 0, cleaned, 0, 0, cleaned, 0, ''}
+  end
+end
+local lists, counts, li, pos, published, marks
+local seen = {}
+local resumed, foreign = 0, 0
+local planned = redis.call('HGET', plan, 'batch')
+if planned then
+  if planned ~= batch and not keyed then return {-2, 0, 0, 0, planned, 0, 0, ''} end
+  lists = cjson.decode(redis.call('HGET', plan, 'lists'))
+  counts = cjson.decode(redis.call('HGET', plan, 'counts'))
+  li = tonumber(redis.call('HGET', plan, 'list'))
+  pos = tonumber(redis.call('HGET', plan, 'pos'))
+  published = tonumber(redis.call('HGET', plan, 'published'))
+  resumed = 1
+  if keyed then
+    local fixed = redis.call('HGET', plan, 'marks')
+    if fixed then marks = cjson.decode(fixed) end
+    seen = cjson.decode(redis.call('HGET', plan, 'seen') or '{}')
+    if #lists ~= #KEYS - FIRST + 1 then foreign = 1 end
+    for i = 1, #lists do
+      if lists[i] ~= KEYS[FIRST + i - 1] then foreign = 1 end
+    end
+  end
+else
+  lists, counts = {}, {}
+  for i = FIRST, #KEYS do
+    lists[#lists + 1] = KEYS[i]
+    counts[#counts + 1] = tonumber(ARGV[i + 5])
+  end
+  li, pos, published = 1, 0, 0
+end
+for i = li, #lists do
+  local found = redis.call('LLEN', lists[i])
+  if found ~= counts[i] then return {-1, 0, i, found, published, 0, 0, ''} end
+end
+-- the marks and the largest ids seen, split once: (ms, seq) text per stream
+local mark_ms, mark_seq, top_ms, top_seq = {}, {}, {}, {}
+if keyed then
+  if marks == nil then
+    marks = {}
+    local flat = redis.call('HGETALL', sources)
+    for i = 1, #flat, 2 do marks[flat[i]] = flat[i + 1] end
+  end
+  for s, id in pairs(marks) do mark_ms[s], mark_seq[s] = parts(id) end
+  for s, id in pairs(seen) do top_ms[s], top_seq[s] = parts(id) end
+end
+local step = tonumber(ARGV[6])
+if step <= 0 then step = math.huge end
+local page = tonumber(ARGV[5])
+local applied, replayed, done = 0, 0, 0
+local bad = nil
+while li <= #lists and done < step and not bad do
+  local want = math.min(page, step - done, counts[li] - pos)
+  if want > 0 then
+    for k, item in ipairs(redis.call('LRANGE', lists[li], pos, pos + want - 1)) do
+      local op = cjson.decode(item)
+      local fresh = true
+      if keyed then
+        local s, id = source_of(op)
+        local ms, seq = parts(id)
+        if s == nil or ms == nil then
+          bad = item
+          want = k - 1
+          break
+        end
+        if not after(ms, seq, mark_ms[s], mark_seq[s]) then fresh = false end
+        if after(ms, seq, top_ms[s], top_seq[s]) then
+          seen[s], top_ms[s], top_seq[s] = id, ms, seq
+        end
+      end
+      if not fresh then
+        replayed = replayed + 1
+      else
+        local kind, key = op[1], op[2]
+        if kind == 'x' then
+          redis.call('XADD', key, '*', unpack(op, 3))
+        elseif kind == 'h' then
+          redis.call('DEL', key)
+          if #op > 2 then redis.call('HSET', key, unpack(op, 3)) end
+        elseif kind == 's' then
+          redis.call('SET', key, op[3])
+        else
+          return redis.error_reply('unknown staged operation ' .. tostring(kind))
+        end
+        applied = applied + 1
+      end
+    end
+    pos = pos + want
+    done = done + want
+  end
+  if pos >= counts[li] then li, pos = li + 1, 0 end
+end
+published = published + applied
+local function save()
+  if resumed == 0 then
+    redis.call('HSET', plan, 'batch', batch, 'lists', cjson.encode(lists),
+               'counts', cjson.encode(counts))
+    if keyed then redis.call('HSET', plan, 'marks', cjson.encode(marks)) end
+    local ttl = tonumber(ARGV[7])
+    if ttl > 0 then redis.call('EXPIRE', plan, ttl) end
+  end
+  redis.call('HSET', plan, 'list', li, 'pos', pos, 'published', published)
+  if keyed then redis.call('HSET', plan, 'seen', cjson.encode(seen)) end
+end
+if bad then
+  save()
+  return {-3, applied, 0, resumed, published, 0, replayed, bad}
+end
+if li <= #lists then
+  save()
+  return {0, applied, 0, resumed, published, 0, replayed, ''}
+end
+if keyed then
+  for s, id in pairs(seen) do
+    if after(top_ms[s], top_seq[s], parts(redis.call('HGET', sources, s))) then
+      redis.call('HSET', sources, s, id)
+    end
+  end
+end
+if marked then redis.call('SET', KEYS[1], batch) end
+for i = 1, #lists do
+  redis.call('UNLINK', lists[i])
+  redis.call('SREM', KEYS[2], lists[i])
+end
+redis.call('DEL', plan)
+if foreign == 1 then
+  local keep = {}
+  for i = FIRST, #KEYS do keep[KEYS[i]] = true end
+  return {0, applied, 2, resumed, published, clean(keep), replayed, ''}
+end
+return {0, applied, 1, resumed, published, clean({}), replayed, ''}
+"""
+
+# KEYS: index, plan, staging lists named in the messages. ARGV: this batch's staging
+# prefix, batch id (or token), "1" to discard a started plan of this batch too (batch
+# writes: nothing resumes them). Deletes this batch's staging except, unless discarded,
+# the lists of a plan that started publishing it (its replay resumes them). The lists of
+# a plan of another batch are never named here (they are another batch's).
+# Returns {lists deleted, 1 if a plan of this batch is kept, its published operations}.
+ABORT_SCRIPT = """
+local keep = {}
+local kept, published = 0, 0
+if redis.call('HGET', KEYS[2], 'batch') == ARGV[2] then
+  published = tonumber(redis.call('HGET', KEYS[2], 'published') or '0')
+  if ARGV[3] == '1' then
+    for _, name in ipairs(cjson.decode(redis.call('HGET', KEYS[2], 'lists'))) do
+      redis.call('UNLINK', name)
+      redis.call('SREM', KEYS[1], name)
+    end
+    redis.call('DEL', KEYS[2])
+  else
+    for _, name in ipairs(cjson.decode(redis.call('HGET', KEYS[2], 'lists'))) do
+      keep[name] = true
+    end
+    kept = 1
+  end
+end
+local deleted = 0
+for i = 3, #KEYS do
+  if not keep[KEYS[i]] then
+    deleted = deleted + redis.call('UNLINK', KEYS[i])
+    redis.call('SREM', KEYS[1], KEYS[i])
+  end
+end
+for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if string.sub(member, 1, string.len(ARGV[1])) == ARGV[1] and not keep[member] then
+    deleted = deleted + redis.call('UNLINK', member)
+    redis.call('SREM', KEYS[1], member)
+  end
+end
+return {deleted, kept, published}
+"""

@@ -1,0 +1,95 @@
+"""The low-latency profile (``enrich.spark.low_latency``): async progress tracking into
+the redis sink keyed by each row's source entry, refused where it would break exactly
+once; a query re-cut on a restart (Spark's logs behind the sink, as async progress
+tracking leaves them) neither loses nor doubles a row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from pyspark.sql import SparkSession
+
+from enrich.spark import low_latency, register_data_sources
+from enrich.spark.latency import ProfileRefused, streaming_sources
+from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.sink.two_phase import published_marks
+from tests.support.spark_version import requires_spark
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.timeout(240),
+    requires_spark(4, 2, "read limits of Python sources and async progress tracking"),
+]
+
+SCHEMA = "stream_id string, order_id long"
+
+
+@pytest.fixture
+def spark_sources(spark: SparkSession) -> SparkSession:
+    register_data_sources(spark)
+    return spark
+
+
+def orders(spark: SparkSession, url: str, streams: str = "orders", **options: Any) -> Any:
+    reader = spark.readStream.format("redis-stream").option("url", url).option("stream", streams)
+    return reader.options(**options).schema(SCHEMA).load()
+
+
+def test_the_profile_is_refused_where_it_would_break_exactly_once(
+    spark_sources: SparkSession, redis_server: Any
+) -> None:
+    url = redis_server.url
+    rate = spark_sources.readStream.format("rate").load()
+    with pytest.raises(ProfileRefused, match=r"one redis-stream source .found: rate"):
+        low_latency(rate, warm=False)
+    both = orders(spark_sources, url).unionByName(orders(spark_sources, url, "returns"))
+    with pytest.raises(ProfileRefused, match="redis-stream, redis-stream"):
+        low_latency(both, warm=False)
+    with pytest.raises(ProfileRefused, match="no column 'stream_id'"):
+        low_latency(orders(spark_sources, url).drop("stream_id"), warm=False)
+    with pytest.raises(ProfileRefused, match=r"reads 2 streams .*stream_key"):
+        low_latency(orders(spark_sources, url, "orders,returns"), warm=False)
+    with pytest.raises(ProfileRefused, match="streaming queries"):
+        low_latency(spark_sources.range(3), warm=False)
+    assert streaming_sources(orders(spark_sources, url, "a,b")) == [("redis-stream", "a,b")]
+
+
+def test_a_query_re_cut_on_restart_publishes_each_entry_once(
+    spark_sources: SparkSession, redis_server: Any, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """The first run publishes 300 entries in batches of 40. Then its offset and commit
+    logs lose all but the first batch, as async progress tracking may leave them when
+    the driver dies; the restart, with batches of 70, plans again from there: most of
+    its rows were published, 100 are new."""
+    url = redis_server.url
+    for i in range(300):
+        redis_client.xadd("orders", {"order_id": i})
+    checkpoint = tmp_path / "ck"
+    options = {"url": url, "stream": "out", "checkpointLocation": str(checkpoint)}
+    identity = SinkSettings.of({**options, "sourceIdColumn": "stream_id"}).identity
+
+    def run(limit: int) -> Any:
+        df = orders(spark_sources, url, maxEntriesPerTrigger=limit)
+        query = low_latency(df, warm=False).options(**options).start()
+        query.processAllAvailable()
+        query.stop()
+        return query
+
+    first = run(40)
+    assert [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]][:2] == [40, 40]
+    for log in ("offsets", "commits"):
+        for entry in (checkpoint / log).iterdir():
+            if entry.name.isdigit() and int(entry.name) > 0:
+                entry.unlink()
+    for i in range(300, 400):
+        redis_client.xadd("orders", {"order_id": i})
+    second = run(70)
+    replayed = sum(p["numInputRows"] for p in second.recentProgress)
+    assert replayed == 360  # batch 0's end was entry 40: all after it came again
+    ids = [int(f[b"order_id"]) for _, f in redis_client.xrange("out")]
+    assert sorted(ids) == list(range(400))  # none lost, none twice
+    last = redis_client.xrevrange("orders", count=1)[0][0].decode()
+    assert published_marks(redis_client, identity) == {"*": last}
