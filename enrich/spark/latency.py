@@ -50,6 +50,8 @@ SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
 KEY_COLUMN = "stream_key"
 OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
+WARM_BATCHES = 1  # micro-batches of the warm-up query (3 measured no better)
+WARM_ROWS = 1000  # rows a task of each
 TRIGGER = "0 seconds"
 
 
@@ -223,21 +225,28 @@ class _WarmUp(DataSource):
 
 
 class _WarmReader(DataSourceStreamReader):
+    """``WARM_BATCHES`` micro-batches of ``WARM_ROWS`` rows a task: the first starts the
+    processes, the next ones run the JVM's and Python's paths warm."""
+
     def __init__(self, tasks: int) -> None:
         self.tasks = tasks
+        self.planned = 0
 
     def initialOffset(self) -> dict[str, int]:
         return {"n": 0}
 
     def latestOffset(self, start: Any = None, limit: Any = None) -> dict[str, int]:
-        return {"n": 1}
+        self.planned = min(self.planned + 1, WARM_BATCHES)
+        return {"n": self.planned}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [InputPartition(i) for i in range(self.tasks if end["n"] > start["n"] else 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         _modules()
-        yield (partition.value,)
+        import pyarrow as pa
+
+        yield pa.RecordBatch.from_pydict({"id": list(range(WARM_ROWS))})
 
     def commit(self, end: dict[str, int]) -> None:
         pass

@@ -202,3 +202,20 @@ def test_a_partition_is_read_from_redis_as_record_batches_a_page_each(
     assert rows[7] == {"stream_id": "1007-0", "order_id": None, "amount": None}
     assert rows[8] == {"stream_id": "1008-0", "order_id": 8, "amount": 8.5}
     assert [r["stream_id"] for r in rows] == [f"{1000 + n}-0" for n in range(PAGE + 5)]
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_stream_key_holds_the_stream_an_entry_was_read_from(clean: bool) -> None:
+    """Both lanes (a clean page; a page with a malformed entry) give it, beside the id."""
+    good = {b"l": b"1"}
+    page = page_of(good, good if clean else {b"l": b"x"})
+    batch = check("stream_id string, stream_key string, l long", page)
+    assert batch.column("stream_key").to_pylist() == ["orders", "orders"]
+    assert batch.column("stream_id").to_pylist() == ["1-0", "2-0"]
+
+
+def test_stream_key_must_be_a_string() -> None:
+    with pytest.raises(
+        ValueError, match="'stream_key' holds the stream's key and must be a string"
+    ):
+        EntryDecoder(schema_of("stream_key long"), stream="orders")

@@ -55,8 +55,10 @@ USERS = 7
 POINTS = ("before_write", "mid_write", "before_commit", "between_steps", "after_commit", "random")
 # Under async progress tracking the commit log lags (the batch ids of the hooks come from
 # the sink's marker); a timed kill lands mostly in Spark's start-up, so "progress" kills
-# once the sink holds a random number of rows.
-LOW_LATENCY_POINTS = (*POINTS[:-1], "progress", "progress")
+# once the sink holds a random number of rows. Every point kills the driver (the whole
+# spark-submit process group).
+LOW_LATENCY_POINTS = ("before_write", "before_commit", "between_steps", "after_commit",
+                      "progress", "progress")  # fmt: skip
 BATCH_LIMITS = (13, 29, 40, 57)  # maxEntriesPerTrigger drawn per run of "low-latency"
 STREAM_SINKS = ("transactional", "low-latency")
 PERSISTENT = ["appendonly yes", "appendfsync always"]
@@ -75,6 +77,10 @@ class Report:
     losses: int = 0
     restarts: int = 0  # of the sink's Redis, with the job held at a hook
     violations: list[str] = field(default_factory=list)
+    # low-latency: batch ids a restart planned again with other bounds, and the entries
+    # read more than once (from the job's BATCH lines): the batches were re-cut
+    recut: int = 0
+    reread: int = 0
 
     def add(self, other: Report) -> None:
         self.runs += other.runs
@@ -84,13 +90,20 @@ class Report:
         self.duplicates += other.duplicates
         self.losses += other.losses
         self.violations += other.violations
+        self.recut += other.recut
+        self.reread += other.reread
 
     def summary(self) -> str:
+        recut = (
+            f", batch ids re-cut {self.recut}, entries read again {self.reread}"
+            if self.recut or self.reread
+            else ""
+        )
         return (
             f"runs {self.runs}, kills survived {self.kills}, sink restarts {self.restarts}, "
             f"records checked {self.records}, "
             f"duplicates {self.duplicates}, losses {self.losses}, "
-            f"reader violations {len(self.violations)}"
+            f"reader violations {len(self.violations)}{recut}"
         )
 
 
@@ -247,6 +260,8 @@ class Harness:
             reader.join()
             report.violations += reader.violations
         self._check(sink, report)
+        if self.sink == "low-latency":
+            report.recut, report.reread = recut_batches(self.workdir / "job.log", self.orders)
         return report
 
     def _run_once(
@@ -404,6 +419,20 @@ class Harness:
                 for key in client.keys("enriched:*")
             ]
         return file_sink_rows(self.output)
+
+
+def recut_batches(log: Path, orders: int) -> tuple[int, int]:
+    """From the job's ``BATCH <id> <rows> <start> <end>`` lines over all its runs: the
+    batch ids that ran with other bounds than an earlier run of the same id, and how many
+    entries were read more than once (rows read less the orders)."""
+    bounds: dict[str, set[tuple[str, str]]] = {}
+    read = 0
+    for line in log.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "BATCH":
+            bounds.setdefault(parts[1], set()).add((parts[3], parts[4]))
+            read += int(parts[2])
+    return sum(len(b) > 1 for b in bounds.values()), max(0, read - orders)
 
 
 def file_sink_rows(output: Path) -> list[dict[str, Any]]:
