@@ -25,6 +25,7 @@ SUITES = (
     "spark_versions",
     "limits",
     "knee_model",
+    "async_map",
 )
 
 
