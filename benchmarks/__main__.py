@@ -26,6 +26,7 @@ SUITES = (
     "spark_versions",
     "limits",
     "knee_model",
+    "async_map",
 )
 
 
