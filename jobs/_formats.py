@@ -38,6 +38,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "atomicCommit",
         "sourceIdColumn",
         "sourceStreamColumn",
+        "asyncProgressTrackingEnabled",  # Spark's query option, read by the sink too
     ),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),

@@ -207,15 +207,15 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
     import re
 
     spark = Path(__file__).resolve().parents[2] / "enrich" / "spark"
-    read = re.compile(r'options\.get\(\s*"(\w+)"|\(options, "(\w+)"')
+    read = re.compile(r'options\.get\(\s*"(\w+)"|\(options, "(\w+)"|^\w+_OPTION = "(\w+)"', re.M)
 
     def names(*files: str) -> set[str]:
         text = "".join((spark / f).read_text() for f in files)
-        return {a or b for a, b in read.findall(text)}
+        return {a or b or c for a, b, c in read.findall(text)}
 
     source = names(
         "streams/source.py", "streams/settings.py", "streams/fields.py", "streams/loss.py"
     )
     assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
-    sink = names("sink/rows.py") | {"checkpointLocation"}  # Spark's own, read as well
+    sink = names("sink/rows.py", "sink/by_source.py") | {"checkpointLocation"}  # Spark's own, read as well
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])
