@@ -217,5 +217,6 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
         "streams/source.py", "streams/settings.py", "streams/fields.py", "streams/loss.py"
     )
     assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
-    sink = names("sink/rows.py", "sink/by_source.py") | {"checkpointLocation"}  # Spark's own, read as well
+    # checkpointLocation: Spark's own, read as well
+    sink = names("sink/rows.py", "sink/by_source.py") | {"checkpointLocation"}
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])
