@@ -149,11 +149,58 @@ def run_path(url: str, path: str, rate: int) -> dict[str, Any]:
     return {**measure(url, produced, start), "batches": batches}
 
 
-def _await_output(url: str, produced: int) -> None:
+def backlog_path(url: str, path: str, rows: int) -> dict[str, Any]:
+    """One run over a backlog: ``rows`` entries in the source before the consumer starts;
+    the seconds from its start to its last output entry (a Spark path: from building the
+    query, warm-up included, in a session already started; the hand-written consumers:
+    from starting their processes). Returns rows/s, seconds, and the exactly-once count."""
+    reset(url)
+    fill(url, rows)
+    if path == "hand":
+        client = redis.Redis.from_url(url)
+        client.xgroup_create(SOURCE, "hand", id="0")
+        client.set(PRODUCED, rows)
+        client.close()
+        started = time.perf_counter()
+        workers = [child(["--hand", url, str(i)]) for i in range(2)]
+        _await_output(url, rows, poll=0.01)
+        seconds = time.perf_counter() - started
+        for worker in workers:
+            worker.terminate()
+            worker.wait()
+        batches: dict[str, Any] = {}
+    else:
+        redis.Redis.from_url(url).set(PRODUCED, rows)
+        job = child(["--backlog", url, path])
+        out, _ = job.communicate(timeout=DRAIN + 300)
+        if job.returncode != 0:
+            raise RuntimeError(f"the {path} query failed (exit {job.returncode})")
+        batches = json.loads(out.strip().splitlines()[-1])
+        seconds = batches["seconds"]
+    result = measure(url, rows, 0.0)
+    return {"rows_per_s": rows / seconds, "seconds": seconds, "lost": result["lost"],
+            "duplicates": result["duplicates"], "batches": batches}  # fmt: skip
+
+
+def fill(url: str, rows: int) -> None:
+    """``rows`` orders in the source stream, in pipelines of 5,000."""
+    client = redis.Redis.from_url(url)
+    rng = random.Random(11)
+    stamp = repr(time.time())
+    for start in range(0, rows, 5_000):
+        pipe = client.pipeline(transaction=False)
+        for order in range(start, min(rows, start + 5_000)):
+            pipe.execute_command("XADD", SOURCE, "*", "order_id", order, "user_id",
+                                 rng.randrange(KEYS), "amount", "9.5", "ts", stamp)  # fmt: skip
+        pipe.execute()
+    client.close()
+
+
+def _await_output(url: str, produced: int, poll: float = 0.1) -> None:
     client = redis.Redis.from_url(url)
     deadline = time.monotonic() + DRAIN
     while client.xlen(OUTPUT) < produced and time.monotonic() < deadline:
-        time.sleep(0.1)
+        time.sleep(poll)
     client.close()
 
 
@@ -161,15 +208,18 @@ def _await_output(url: str, produced: int) -> None:
 
 # Settings tried beside the switch (ENRICH_BENCH_LATENCY_PATHS=low,low-pipelined,...):
 # Spark's opt-in pipelined transfer to Python workers, one partition a batch.
-EXPLORED: dict[str, dict[str, dict[str, str]]] = {
+EXPLORED: dict[str, dict[str, dict[str, Any]]] = {
+    "low-separate": {"profile": {"join_in_sink": False}},
     "low-pipelined": {"conf": {"spark__python__udf__pipelined__enabled": "true"}},
     "low-1part": {"source": {"partitionsPerStream": "1"}},
 }
 
 
-def spark_main(url: str, path: str) -> None:
+def spark_main(url: str, path: str, backlog: bool = False) -> None:
     """A Spark path in this process: start the query, say READY once it waits for data,
-    run until the output holds every entry the parent produced, print the progress."""
+    run until the output holds every entry the parent produced, print the progress.
+    ``backlog``: the input is all there before the query starts; the seconds from the
+    query's construction (warm-up included) to the last output entry are printed too."""
     from connectors.redis import RedisLookup
     from enrich.spark import lookup_join, low_latency, register_data_sources
 
@@ -185,6 +235,7 @@ def spark_main(url: str, path: str) -> None:
                 **extra)  # fmt: skip
     spark = start_spark()
     register_data_sources(spark)
+    began = time.perf_counter()
     users = RedisLookup(url, key_template="user:{}", value="json", schema=USER_SCHEMA)
     source = spark.readStream.format("redis-stream").option("url", url)
     source = source.options(**EXPLORED.get(path, {}).get("source", {}))
@@ -194,10 +245,11 @@ def spark_main(url: str, path: str) -> None:
     if path == "defaults":
         writer = enriched.writeStream.format("redis")
     else:
-        writer = low_latency(enriched, warm=path != "low-cold")
+        profile = EXPLORED.get(path, {}).get("profile", {})
+        writer = low_latency(enriched, warm=path != "low-cold", **profile)
     query = (writer.option("url", url).option("stream", OUTPUT)
              .option("checkpointLocation", str(checkpoint)).start())  # fmt: skip
-    while "Waiting for data" not in query.status["message"]:
+    while not backlog and "Waiting for data" not in query.status["message"]:
         if query.exception() is not None:
             raise query.exception()  # type: ignore[misc]
         time.sleep(0.05)
@@ -212,7 +264,10 @@ def spark_main(url: str, path: str) -> None:
                 break
         if query.exception() is not None:
             raise query.exception()  # type: ignore[misc]
-        time.sleep(0.1)
+        time.sleep(0.01 if backlog else 0.1)
+    seconds = time.perf_counter() - began
+    if backlog:  # the last batch's progress comes after its commit
+        query.processAllAvailable()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     query.stop()
     spark.stop()
@@ -223,6 +278,7 @@ def spark_main(url: str, path: str) -> None:
     parts["rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
     parts["batches"] = len(progress)
     parts["first"] = [p["durationMs"]["triggerExecution"] for p in progress[:3]]
+    parts["seconds"] = seconds
     print(json.dumps(parts), flush=True)
 
 
@@ -256,5 +312,7 @@ def hand_main(url: str, name: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--spark":
         spark_main(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--backlog":
+        spark_main(sys.argv[2], sys.argv[3], backlog=True)
     elif len(sys.argv) == 4 and sys.argv[1] == "--hand":
         hand_main(sys.argv[2], f"c{sys.argv[3]}")

@@ -37,7 +37,7 @@ from typing import Any
 
 import redis
 
-from ._latency_runs import PARTS, RATES, SECONDS, TARGET_RATE, run_path
+from ._latency_runs import PARTS, RATES, SECONDS, TARGET_RATE, backlog_path, run_path
 from ._report import table, write
 from .lookup import load_users
 
@@ -151,13 +151,17 @@ def stages(url: str) -> list[list[Any]]:
 
 LABELS = {
     "defaults": "redis-stream -> lookup_join -> redis sink (defaults)",
-    "low": "the same, low_latency() (the one switch)",
+    "low": "the same, low_latency() (the one switch; the join runs in the sink)",
+    "low-separate": "low_latency(join_in_sink=False): the join in a stage of its own",
     "low-cold": "the same, low_latency(warm=False)",
     "hand": "hand-written: 2 processes, XREADGROUP/MGET/XADD (at-least-once)",
     "low-pipelined": "low_latency(), spark.python.udf.pipelined.enabled=true",
     "low-1part": "low_latency(), partitionsPerStream=1",
 }
-PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,stages,commit").split(",")
+PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,backlog,stages,commit").split(",")
+BACKLOG = int(os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG", 300_000))
+BACKLOG_PATHS = ("defaults", "low", "low-separate", "hand")
+BACKLOG_ROUNDS = 2
 RECORD = Path(__file__).parent / "results" / "latency.json"
 
 
@@ -182,7 +186,7 @@ def main() -> None:
             for rate in RATES:
                 paths = ["defaults", "low", "hand"]
                 if rate == TARGET_RATE:
-                    paths.insert(2, "low-cold")
+                    paths[2:2] = ["low-separate", "low-cold", "low-pipelined"]
                 if os.environ.get("ENRICH_BENCH_LATENCY_PATHS"):
                     paths = os.environ["ENRICH_BENCH_LATENCY_PATHS"].split(",")
                 for path in paths:
@@ -192,6 +196,8 @@ def main() -> None:
                     runs.append({"rate": rate, "path": path, "result": result, "load": load,
                                  "after": os.getloadavg()[0], "when": when})  # fmt: skip
             record["runs"] = sorted(runs, key=lambda r: (r["rate"], list(LABELS).index(r["path"])))
+        if "backlog" in PARTS_RUN:
+            record["backlog"] = backlog(url, when)
         if "stages" in PARTS_RUN:
             load = os.getloadavg()[0]
             record["stages"] = {"rows": stages(url), "when": when, "load": load,
@@ -206,8 +212,45 @@ def main() -> None:
     print(f"written to {path} in {time.perf_counter() - started:.0f}s")
 
 
+def backlog(url: str, when: str) -> dict[str, Any]:
+    """Each of ``BACKLOG_PATHS`` over a backlog of ``BACKLOG`` entries, in rounds (the
+    paths in turn, so that a slow spell of the machine falls on all of them)."""
+    runs: dict[str, list[dict[str, Any]]] = {path: [] for path in BACKLOG_PATHS}
+    loads = [os.getloadavg()[0]]
+    for _ in range(BACKLOG_ROUNDS):
+        for path in BACKLOG_PATHS:
+            print(f"latency: {path} over a backlog of {BACKLOG:,}", flush=True)
+            runs[path].append(backlog_path(url, path, BACKLOG))
+            loads.append(os.getloadavg()[0])
+    return {"runs": runs, "when": when, "loads": loads}
+
+
+def backlog_report(record: dict[str, Any]) -> tuple[str, str]:
+    runs = record["runs"]
+    hand = max(r["rows_per_s"] for r in runs["hand"])
+    rows = []
+    for path, results in runs.items():
+        best = max(results, key=lambda r: r["rows_per_s"])
+        once = all(r["lost"] == 0 and r["duplicates"] == 0 for r in results)
+        b = best["batches"]
+        batches = f"{b.get('batches', 0)}, {b.get('rows', 0):,.0f}" if b else "-"
+        seconds = ", ".join(f"{r['seconds']:.1f}" for r in results)
+        ratio = f"{best['rows_per_s'] / hand:.2f}"
+        rows.append([LABELS[path], f"{best['rows_per_s']:,.0f}", seconds, ratio,
+                     "yes" if once else "no", batches])  # fmt: skip
+    loads = ", ".join(f"{x:.1f}" for x in record["loads"])
+    return (
+        f"Over a backlog of {BACKLOG:,} entries ({record['when']} UTC, best of "
+        f"{BACKLOG_ROUNDS} rounds, load {loads}; the target: the switch >= 1.5x hand-written)",
+        table(["path", "rows/s (best)", "seconds, each round", "of hand-written",
+               "exactly once (each round)", "micro-batches, median rows"], rows),
+    )  # fmt: skip
+
+
 def report(record: dict[str, Any]) -> list[tuple[str, str]]:
     sections = []
+    if "backlog" in record:
+        sections.append(backlog_report(record["backlog"]))
     runs = record.get("runs", [])
     if runs:
         rows = []

@@ -20,6 +20,8 @@ each source entry once whatever batch carries it. So the profile:
   asks of a sink it does not know: set here only together with the keyed sink, whose
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
+- runs the query's lookup joins inside the sink's write when ``df`` is a join's output
+  (:mod:`~enrich.spark.sink.joined`): one Python stage fewer in each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
 What it trades: a restart replays up to ``asyncProgressTrackingCheckpointIntervalMs`` of
@@ -44,6 +46,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from .sink import joined
 from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 
 SOURCE_FORMAT = "redis-stream"
@@ -66,6 +69,7 @@ def low_latency(
     source_id: str = ID_COLUMN,
     source_stream: str | None = None,
     warm: bool = True,
+    join_in_sink: bool = True,
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
     docstring): add the sink's options (``url``, ``stream`` or ``key``,
@@ -84,6 +88,10 @@ def low_latency(
             source reads several streams (default: ``stream_key`` then, if present).
         warm: start the query's Python workers now (:func:`warm_up`), so that its first
             micro-batch does not wait for them.
+        join_in_sink: when ``df`` is what ``lookup_join`` returned (or a chain of
+            them), let the sink run the joins in its own Python worker
+            (:mod:`~enrich.spark.sink.joined`): one Python stage a task fewer. False:
+            the joins run in their own stage, as without the profile.
 
     Raises:
         ProfileRefused: the query is not streaming, reads another source (or several),
@@ -128,7 +136,12 @@ def low_latency(
         )
     if warm:
         warm_up(df.sparkSession)
-    writer = df.writeStream.format("redis").option(ID_OPTION, source_id)
+    join = joined.of(df) if join_in_sink else None
+    if join is None:
+        writer = df.writeStream.format("redis")
+    else:
+        writer = join.input.writeStream.format(joined.sink_format(df.sparkSession, join))
+    writer = writer.option(ID_OPTION, source_id)
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")

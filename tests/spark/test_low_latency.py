@@ -103,3 +103,87 @@ def test_a_query_re_cut_on_restart_publishes_each_entry_once(
     assert sorted(ids) == list(range(400))  # none lost, none twice
     last = redis_client.xrevrange("orders", count=1)[0][0].decode()
     assert published_marks(redis_client, identity) == {"*": last}
+
+
+def _plan(query: Any) -> str:
+    return str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
+
+
+@pytest.mark.parametrize("chained", [False, True], ids=["one join", "two joins"])
+def test_the_sink_runs_the_joins_of_the_query_it_is_given(
+    spark_sources: SparkSession,
+    redis_server: Any,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+    chained: bool,
+) -> None:
+    """Under the profile a lookup_join's output is written by a sink that runs the join
+    in its own worker: no mapInArrow stage is left in the plan, every row comes out
+    joined once, and the join's metrics still reach the driver."""
+    from connectors.redis import RedisLookup
+    from enrich.spark import lookup_join, statistics
+
+    url = redis_server.url
+    for user in range(10):
+        redis_client.hset(f"user:{user}", mapping={"name": f"n{user}"})
+        redis_client.hset(f"tier:{user % 3}", mapping={"tier": f"t{user % 3}"})
+    for i in range(120):
+        redis_client.xadd("orders", {"order_id": i})
+    users = RedisLookup(url, key_template="user:{}", value="hash", schema="name string")
+    df = lookup_join(orders(spark_sources, url), users, on="order_id", name=f"users_{chained}")
+    if chained:
+        tiers = RedisLookup(url, key_template="tier:{}", value="hash", schema="tier string")
+        df = lookup_join(df, tiers, on="order_id", name="tiers")
+    query = (
+        low_latency(df, warm=False)
+        .option("url", url)
+        .option("stream", "out")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        plan = _plan(query)
+    finally:
+        query.stop()
+    assert "MapInArrow" not in plan, plan
+    rows = {int(f[b"order_id"]): f for _, f in redis_client.xrange("out")}
+    assert sorted(rows) == list(range(120))
+    assert rows[3][b"name"] == b"n3" and b"name" not in rows[11]
+    if chained:
+        assert rows[2][b"tier"] == b"t2" and b"tier" not in rows[3]
+    assert statistics(f"users_{chained}").rows_in == 120
+
+
+def test_without_the_join_in_the_sink_the_join_keeps_its_stage(
+    spark_sources: SparkSession, redis_server: Any, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """``join_in_sink=False``, or a step after the join, leaves the join in its own
+    ``mapInArrow`` stage (the reference the other test differs from)."""
+    from connectors.redis import RedisLookup
+    from enrich.spark import lookup_join
+
+    url = redis_server.url
+    for i in range(20):
+        redis_client.xadd("orders", {"order_id": i})
+    users = RedisLookup(url, key_template="user:{}", value="hash", schema="name string")
+    joined = lookup_join(orders(spark_sources, url), users, on="order_id")
+    for n, writer in enumerate(
+        (
+            low_latency(joined, warm=False, join_in_sink=False),
+            low_latency(joined.select("*"), warm=False),
+        )
+    ):
+        query = (
+            writer.option("url", url)
+            .option("stream", f"out{n}")
+            .option("checkpointLocation", str(tmp_path / f"ck{n}"))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            plan = _plan(query)
+        finally:
+            query.stop()
+        assert "MapInArrow" in plan, plan
+        assert redis_client.xlen(f"out{n}") == 20

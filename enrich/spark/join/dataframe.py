@@ -113,6 +113,7 @@ def lookup_join(
     from ...lookup.source import LookupSource
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
+    from ..sink.joined import SinkJoin, mark
     from .batches import JoinPlan, enrich_batches
 
     if not isinstance(source, LookupSource):
@@ -150,7 +151,9 @@ def lookup_join(
     )
     if not observing:
         schema = StructType([*df.schema.fields, *fields])
-        return df.mapInArrow(partial(enrich_batches, plan), schema)
+        join = partial(enrich_batches, plan)
+        # The redis sink may run the join itself (enrich.spark.sink.joined, low_latency).
+        return mark(df.mapInArrow(join, schema), SinkJoin(df, join, schema))
     # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)

@@ -54,6 +54,7 @@ schema reads them back unchanged.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
@@ -72,7 +73,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, columns, hooks, two_phase
+from . import by_source, columns, hooks, joined, two_phase
 from .codec import pack
 from .rows import RowEncoder, SinkMode, SinkSettings
 
@@ -129,15 +130,23 @@ class _RedisWriter:
     """The executor half, shared by batch and streaming writes."""
 
     def __init__(
-        self, settings: SinkSettings, schema: StructType, token: str | None, cluster: bool = False
+        self,
+        settings: SinkSettings,
+        schema: StructType,
+        token: str | None,
+        cluster: bool = False,
+        transform: joined.Transform | None = None,
     ) -> None:
         self.settings = settings
-        self.schema = schema
+        self.schema = schema  # what is written: the joins' output under ``transform``
         RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
+        self.transform = transform  # the joins run here (enrich.spark.sink.joined)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
+        if self.transform is not None:
+            items = self.transform(iter(items))
         if self.settings.source is not None:  # every row's source entry, checked first
             items = by_source.checked(items, self.settings.source, self.schema)
         partition, attempt, batch_id = _task()
@@ -332,6 +341,11 @@ class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
 class RedisSinkDataSource(DataSource):
     """``writeStream.format("redis")`` and ``write.format("redis")``."""
 
+    # Set on the subclasses enrich.spark.sink.joined registers: joins run on the input
+    # in each task, and the schema they yield.
+    join: joined.Transform | None = None
+    joined_schema: str | None = None
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.settings = SinkSettings.of(options)
@@ -340,10 +354,18 @@ class RedisSinkDataSource(DataSource):
     def name(cls) -> str:
         return "redis"
 
+    def _written(self, schema: StructType) -> StructType:
+        """The schema of the rows written: the joins' output when the sink runs them."""
+        if self.joined_schema is None:
+            return schema
+        return StructType.fromJson(json.loads(self.joined_schema))
+
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=False)
         cluster = self._cluster()
-        return RedisBatchWriter(self.settings, schema, f"w{uuid.uuid4().hex}", cluster)
+        token = f"w{uuid.uuid4().hex}"
+        return RedisBatchWriter(self.settings, schema, token, cluster, self.join)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -351,8 +373,9 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
+        schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
-        return RedisStreamWriter(self.settings, schema, None, self._cluster())
+        return RedisStreamWriter(self.settings, schema, None, self._cluster(), self.join)
 
     def _cluster(self) -> bool:
         """Whether the target is a Redis Cluster (asked once, on the driver, before any
