@@ -104,8 +104,9 @@ def run_low_latency(enriched: Any, source_url: str, sink_url: str, checkpoint: s
 
 
 def tell(query: Any, told: set[int]) -> None:
-    """One ``BATCH <id> <rows> <start> <end>`` line per micro-batch with rows (the
-    harness finds the batches a restart cut otherwise from them)."""
+    """One ``BATCH <id> <rows> <start> <end>`` line per micro-batch with rows, in the job's
+    log (what a killed run did; the harness counts what a restart re-plans from the
+    checkpoint and the sink, see its ``replayed_entries``)."""
     for progress in query.recentProgress:
         if progress["batchId"] in told or not progress["numInputRows"]:
             continue

@@ -77,10 +77,11 @@ class Report:
     losses: int = 0
     restarts: int = 0  # of the sink's Redis, with the job held at a hook
     violations: list[str] = field(default_factory=list)
-    # low-latency: batch ids a restart planned again with other bounds, and the entries
-    # read more than once (from the job's BATCH lines): the batches were re-cut
-    recut: int = 0
-    reread: int = 0
+    # low-latency: the kills after which the restart plans again entries the sink had
+    # published (Spark's offsets log behind the sink), and how many such entries: each
+    # is read again in a batch cut otherwise and must be skipped (replayed_entries)
+    replanned: int = 0
+    replayed: int = 0
 
     def add(self, other: Report) -> None:
         self.runs += other.runs
@@ -90,13 +91,14 @@ class Report:
         self.duplicates += other.duplicates
         self.losses += other.losses
         self.violations += other.violations
-        self.recut += other.recut
-        self.reread += other.reread
+        self.replanned += other.replanned
+        self.replayed += other.replayed
 
     def summary(self) -> str:
         recut = (
-            f", batch ids re-cut {self.recut}, entries read again {self.reread}"
-            if self.recut or self.reread
+            f", kills re-planned past published entries {self.replanned}, entries read "
+            f"again {self.replayed}"
+            if self.replanned
             else ""
         )
         return (
@@ -166,6 +168,24 @@ def last_marked(client: redis.Redis) -> int:
     """The last batch id a sink's commit recorded (-1: none yet)."""
     markers = [client.get(k) for k in client.keys("enrich:sink:*:committed")]
     return max((int(m) for m in markers if m is not None), default=-1)
+
+
+def replayed_entries(checkpoint: Path, source: redis.Redis, sink: redis.Redis) -> int:
+    """After a kill under async progress tracking: how many source entries the sink
+    published past the last offsets Spark logged. A restart plans its batches again from
+    those offsets (with another ``maxEntriesPerTrigger``), so it reads these entries
+    again in batches cut otherwise, and the sink must skip each of them."""
+    marks = [v for k in sink.keys("enrich:sink:*:sources") for v in sink.hvals(k)]
+    if not marks:
+        return 0
+    mark = max(marks, key=lambda m: tuple(int(x) for x in m.split(b"-")))
+    offsets = checkpoint / "offsets"
+    logged = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    after = "-"
+    if logged:
+        last = (offsets / str(max(logged))).read_text().splitlines()[-1]
+        after = "(" + str(json.loads(last)["orders"])
+    return len(source.xrange("orders", after, mark.decode()))
 
 
 def last_batch(checkpoint: Path) -> int:
@@ -260,8 +280,6 @@ class Harness:
             reader.join()
             report.violations += reader.violations
         self._check(sink, report)
-        if self.sink == "low-latency":
-            report.recut, report.reread = recut_batches(self.workdir / "job.log", self.orders)
         return report
 
     def _run_once(
@@ -279,6 +297,11 @@ class Harness:
         where = f"{self.rows_at} rows in the sink" if point == "progress" else f"batch {batch}"
         self.log(f"run: kill at {point} ({where})")
         code = self._start_and_wait(store, dimension, hook, delay, client=client, point=point)
+        if code != 0 and self.sink == "low-latency":
+            replayed = replayed_entries(self.checkpoint, store.client(), client)
+            self.report.replayed += replayed
+            self.report.replanned += replayed > 0
+            self.log(f"run: killed; the restart reads again {replayed} published entries")
         return 0 if code == 0 else 1  # 0: the job finished before the kill point
 
     def _start_and_wait(
@@ -419,20 +442,6 @@ class Harness:
                 for key in client.keys("enriched:*")
             ]
         return file_sink_rows(self.output)
-
-
-def recut_batches(log: Path, orders: int) -> tuple[int, int]:
-    """From the job's ``BATCH <id> <rows> <start> <end>`` lines over all its runs: the
-    batch ids that ran with other bounds than an earlier run of the same id, and how many
-    entries were read more than once (rows read less the orders)."""
-    bounds: dict[str, set[tuple[str, str]]] = {}
-    read = 0
-    for line in log.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) == 5 and parts[0] == "BATCH":
-            bounds.setdefault(parts[1], set()).add((parts[3], parts[4]))
-            read += int(parts[2])
-    return sum(len(b) > 1 for b in bounds.values()), max(0, read - orders)
 
 
 def file_sink_rows(output: Path) -> list[dict[str, Any]]:
