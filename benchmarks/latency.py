@@ -10,8 +10,13 @@ Spark path, so none inherits another's warm workers), on local[2]:
   (defaults) ``redis-stream`` -> ``lookup_join`` -> ``redis`` sink, every option at its
   default (transactional, keyed by batch id; Spark's default trigger);
   (low) the same under the one switch: :func:`enrich.spark.low_latency` (async progress
-  tracking, the sink keyed by each row's ``stream_id``, trigger 0, workers warmed up);
-  (low, no warm-up) the switch with ``warm=False`` (at 10,000/s only): what the warm-up buys;
+  tracking, the sink keyed by each row's ``stream_id``, trigger 0, workers warmed up, the
+  join run inside the sink's write);
+  at 10,000/s only: (low-separate) the switch with ``join_in_sink=False``, the join in a
+  stage of its own: what running it in the sink buys; (low-cold) the switch with
+  ``warm=False``: what the warm-up buys; (low-pipelined) the switch in a session started
+  with ``spark.python.udf.pipelined.enabled=true`` (Spark 4.3's opt-in pipelined
+  transfer to Python workers, a setting of the SparkContext);
   (hand) what a user writes without Spark: two Python processes in a consumer group
   (``XREADGROUP`` pages of 1,000, ``MGET`` of their users, orjson, an ``XADD`` pipeline,
   ``XACK``): at-least-once.
@@ -22,8 +27,15 @@ entries stamped in the producer's first 10 seconds. Every entry must come out ex
 once (counted, duplicates by ``order_id``). Per Spark path the table gives the median
 micro-batch (``durationMs``) and its parts, from the query's progress.
 
+Over a backlog (part ``backlog``): 300,000 entries in the source before the consumer
+starts, the seconds from its start (a Spark path: from building the query, warm-up
+included, in a session already running; the hand-written consumers: from starting their
+processes) to the last output entry, each path twice in turn.
+
 Rerun: ``./scripts/dev bench latency`` (``ENRICH_BENCH_LATENCY_RATES=2000,10000`` and
-``ENRICH_BENCH_LATENCY_SECONDS=30`` set the rates and the seconds of input per run).
+``ENRICH_BENCH_LATENCY_SECONDS=30`` set the rates and the seconds of input per run;
+``ENRICH_BENCH_LATENCY_PATHS`` the paths, ``ENRICH_BENCH_LATENCY_ROUNDS`` how many times
+each runs, ``ENRICH_BENCH_LATENCY_PARTS`` the parts: rates, backlog, stages, commit).
 """
 
 from __future__ import annotations
@@ -162,6 +174,8 @@ PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,backlog,stages,c
 BACKLOG = int(os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG", 300_000))
 BACKLOG_PATHS = ("defaults", "low", "low-separate", "hand")
 BACKLOG_ROUNDS = 2
+# Rounds of the paths at each rate (in turn, every other round backwards), for medians.
+ROUNDS = int(os.environ.get("ENRICH_BENCH_LATENCY_ROUNDS", 1))
 RECORD = Path(__file__).parent / "results" / "latency.json"
 
 
@@ -189,7 +203,8 @@ def main() -> None:
                     paths[2:2] = ["low-separate", "low-cold", "low-pipelined"]
                 if os.environ.get("ENRICH_BENCH_LATENCY_PATHS"):
                     paths = os.environ["ENRICH_BENCH_LATENCY_PATHS"].split(",")
-                for path in paths:
+                turns = [paths if n % 2 == 0 else paths[::-1] for n in range(ROUNDS)]
+                for path in (path for turn in turns for path in turn):
                     load = os.getloadavg()[0]
                     print(f"latency: {path} at {rate:,}/s (load {load:.1f})", flush=True)
                     result = run_path(url, path, rate)
@@ -247,6 +262,22 @@ def backlog_report(record: dict[str, Any]) -> tuple[str, str]:
     )  # fmt: skip
 
 
+def _medians(runs: list[dict[str, Any]]) -> list[list[Any]]:
+    """Per rate and path run more than once: the median of each figure."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run["rate"], run["path"]), []).append(run["result"])
+    rows = []
+    for (rate, path), results in groups.items():
+        if len(results) < 2:
+            continue
+        batch = [r["batches"]["triggerExecution"] for r in results if r["batches"]]
+        figures = [statistics.median(r[k] for r in results) for k in ("p50", "p99", "first_p99")]
+        rows.append([f"{rate:,}", LABELS[path], len(results), *figures,
+                     statistics.median(batch) if batch else "-"])  # fmt: skip
+    return rows
+
+
 def report(record: dict[str, Any]) -> list[tuple[str, str]]:
     sections = []
     if "backlog" in record:
@@ -269,6 +300,13 @@ def report(record: dict[str, Any]) -> list[tuple[str, str]]:
                    "p99 ms (after 10 s)", "p99 ms (first 10 s)", "median micro-batch",
                    "first 3 micro-batches, ms", "UTC, load before"], rows),
         ))  # fmt: skip
+        medians = _medians(runs)
+        if medians:
+            sections.append((
+                "Medians over rounds (the paths in turn, every other round backwards)",
+                table(["entries/s", "path", "runs", "p50 ms (after 10 s)", "p99 ms (after 10 s)",
+                       "p99 ms (first 10 s)", "median micro-batch ms"], medians),
+            ))  # fmt: skip
         parts_rows = [
             [f"{run['rate']:,}", run["path"],
              *(f"{run['result']['batches'].get(p, 0):.0f}" for p in PARTS),

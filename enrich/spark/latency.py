@@ -48,6 +48,7 @@ from pyspark.sql.datasource import (
 
 from .sink import joined
 from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
+from .sink.data_source import joined_format
 
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
@@ -140,7 +141,7 @@ def low_latency(
     if join is None:
         writer = df.writeStream.format("redis")
     else:
-        writer = join.input.writeStream.format(joined.sink_format(df.sparkSession, join))
+        writer = join.input.writeStream.format(joined_format(df.sparkSession, join))
     writer = writer.option(ID_OPTION, source_id)
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)

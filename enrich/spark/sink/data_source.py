@@ -386,3 +386,20 @@ class RedisSinkDataSource(DataSource):
                 CLUSTER_TRANSACTIONAL.format(url=redis_options.masked(self.settings.url))
             )
         return cluster
+
+
+def joined_format(spark: Any, join: joined.SinkJoin) -> str:
+    """Register a ``redis`` sink that runs ``join`` on its input in each task
+    (:mod:`~enrich.spark.sink.joined`); returns the format name to write with (unique to
+    this call)."""
+    name = f"redis-joined-{uuid.uuid4().hex[:12]}"
+    body = {
+        "join": staticmethod(join.transform),
+        "joined_schema": join.schema.json(),
+        "name": classmethod(lambda cls: name),
+        "__module__": __name__,
+    }
+    # A class made here is not an attribute of any module, so Spark pickles it by value.
+    sink = type("RedisJoinedSink", (RedisSinkDataSource,), body)
+    spark.dataSource.register(sink)
+    return name

@@ -11,9 +11,10 @@ once.
 
 Spark builds a Python sink from its options alone, in processes of its own, so the join
 cannot travel as an option without its lookups' secrets (a ``RedisLookup`` holds its
-URL): it travels as a class instead, :func:`sink_format` registers a subclass of the
-sink, under a name of its own, whose class body holds the join. Spark pickles a class
-defined at run time by value, as it pickles a ``mapInArrow`` function.
+URL): it travels as a class instead, :func:`~enrich.spark.sink.data_source.joined_format`
+registers a subclass of the sink, under a name of its own, whose class body holds the
+join. Spark pickles a class defined at run time by value, as it pickles a ``mapInArrow``
+function.
 
 ``lookup_join`` marks the DataFrame it returns with what the sink needs
 (:func:`mark`); :func:`enrich.spark.low_latency` uses it when the DataFrame it is given
@@ -24,7 +25,6 @@ mark).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -72,21 +72,3 @@ class _Chain:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return self.then(self.first(batches))
-
-
-def sink_format(spark: Any, join: SinkJoin) -> str:
-    """Register a ``redis`` sink that runs ``join`` on its input in each task; returns
-    the format name to write with (unique to this call)."""
-    from .data_source import RedisSinkDataSource
-
-    name = f"redis-joined-{uuid.uuid4().hex[:12]}"
-    body = {
-        "join": staticmethod(join.transform),
-        "joined_schema": join.schema.json(),
-        "name": classmethod(lambda cls: name),
-        "__module__": __name__,
-    }
-    # A class made here is not an attribute of any module, so Spark pickles it by value.
-    sink = type("RedisJoinedSink", (RedisSinkDataSource,), body)
-    spark.dataSource.register(sink)
-    return name
