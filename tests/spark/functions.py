@@ -130,3 +130,11 @@ class Echo:
         identity, amount = row.get("id", row.get("col1")), row.get("amount", row.get("col2"))
         total = None if identity is None or amount is None else identity + amount
         return {"seen": ",".join(sorted(row)), "total": total}
+
+
+class Double:
+    """``async def fn(row) -> dict``: twice the row's ``order_id``."""
+
+    async def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"doubled": row["order_id"] * 2}

@@ -109,19 +109,22 @@ def _plan(query: Any) -> str:
     return str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
 
 
-@pytest.mark.parametrize("chained", [False, True], ids=["one join", "two joins"])
+@pytest.mark.parametrize(
+    "chained", [False, True, "async_map"], ids=["one join", "two joins", "async_map, join"]
+)
 def test_the_sink_runs_the_joins_of_the_query_it_is_given(
     spark_sources: SparkSession,
     redis_server: Any,
     redis_client: redis.Redis,
     tmp_path: Path,
-    chained: bool,
+    chained: bool | str,
 ) -> None:
     """Under the profile a lookup_join's output is written by a sink that runs the join
     in its own worker: no mapInArrow stage is left in the plan, every row comes out
     joined once, and the join's metrics still reach the driver."""
     from connectors.redis import RedisLookup
-    from enrich.spark import lookup_join, statistics
+    from enrich.spark import async_map, lookup_join, statistics
+    from tests.spark.functions import Double
 
     url = redis_server.url
     for user in range(10):
@@ -130,8 +133,11 @@ def test_the_sink_runs_the_joins_of_the_query_it_is_given(
     for i in range(120):
         redis_client.xadd("orders", {"order_id": i})
     users = RedisLookup(url, key_template="user:{}", value="hash", schema="name string")
-    df = lookup_join(orders(spark_sources, url), users, on="order_id", name=f"users_{chained}")
-    if chained:
+    df = orders(spark_sources, url)
+    if chained == "async_map":  # a call per row first, then the join: both in the sink
+        df = async_map(df, Double(), "doubled long", name="doubling")
+    df = lookup_join(df, users, on="order_id", name=f"users_{chained}")
+    if chained is True:
         tiers = RedisLookup(url, key_template="tier:{}", value="hash", schema="tier string")
         df = lookup_join(df, tiers, on="order_id", name="tiers")
     query = (
@@ -150,8 +156,11 @@ def test_the_sink_runs_the_joins_of_the_query_it_is_given(
     rows = {int(f[b"order_id"]): f for _, f in redis_client.xrange("out")}
     assert sorted(rows) == list(range(120))
     assert rows[3][b"name"] == b"n3" and b"name" not in rows[11]
-    if chained:
+    if chained is True:
         assert rows[2][b"tier"] == b"t2" and b"tier" not in rows[3]
+    if chained == "async_map":
+        assert all(int(f[b"doubled"]) == 2 * i for i, f in rows.items())
+        assert statistics("doubling").rows_in == 120
     assert statistics(f"users_{chained}").rows_in == 120
 
 

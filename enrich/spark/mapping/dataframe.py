@@ -18,6 +18,7 @@ from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.dimension.schema import SchemaLike
 from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
 from ..join.dataframe import check_collisions
+from ..sink.joined import SinkJoin, mark
 from ..types import spark_type
 
 if TYPE_CHECKING:
@@ -131,7 +132,10 @@ def async_map(
         observed=observing,
     )
     if not observing:
-        return df.mapInArrow(partial(map_batches, plan), StructType([*df.schema.fields, *fields]))
+        schema = StructType([*df.schema.fields, *fields])
+        function = partial(map_batches, plan)
+        # The redis sink may run the calls itself (enrich.spark.sink.joined, low_latency).
+        return mark(df.mapInArrow(function, schema), SinkJoin(df, function, schema))
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(map_batches, plan), schema), name)
 

@@ -16,8 +16,8 @@ registers a subclass of the sink, under a name of its own, whose class body hold
 join. Spark pickles a class defined at run time by value, as it pickles a ``mapInArrow``
 function.
 
-``lookup_join`` marks the DataFrame it returns with what the sink needs
-(:func:`mark`); :func:`enrich.spark.low_latency` uses it when the DataFrame it is given
+``lookup_join`` and ``async_map`` mark the DataFrame they return with what the sink
+needs (:func:`mark`); :func:`enrich.spark.low_latency` uses it when the DataFrame it is given
 is such a join (or a chain of them) and falls back to the three stages otherwise (a
 ``select``, ``drop`` or any other step after the join returns a DataFrame without the
 mark).
