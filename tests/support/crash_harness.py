@@ -208,6 +208,7 @@ class Harness:
         restart_dimension: bool = False,
         sink_restart: str | None = None,
         log: Any = None,
+        interval_ms: int | None = None,
     ) -> None:
         if sink_restart not in (None, *SINK_RESTART_AT):
             raise ValueError(
@@ -218,6 +219,7 @@ class Harness:
         self.workdir, self.sink, self.kills = workdir, sink, kills
         self.rng = random.Random(seed)
         self.orders = orders
+        self.interval_ms = interval_ms  # low-latency: asyncProgressTrackingCheckpointIntervalMs
         self.restart_dimension = restart_dimension
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.rows_at = 0  # a "progress" kill: once the sink holds this many rows
@@ -321,6 +323,7 @@ class Harness:
             PYSPARK_DRIVER_PYTHON=python,
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             ENRICH_SINK_TEST_HOOK=hook or "",
+            ENRICH_TEST_ASYNC_INTERVAL_MS=str(self.interval_ms or ""),
             ENRICH_SINK_TEST_HOOK_DIR=str(self.hooks),
         )
         if hook is not None:  # a mark an earlier run left would stop this one at once
@@ -471,6 +474,13 @@ def main() -> None:
         "--sink", action="append", choices=["transactional", "idempotent", "file", "low-latency"]
     )
     parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument(
+        "--interval-ms",
+        type=int,
+        default=None,
+        help="low-latency: Spark's asyncProgressTrackingCheckpointIntervalMs (default 1000); "
+        "longer leaves more published entries for a restart to re-plan",
+    )
     args = parser.parse_args()
     total = Report()
     for sink in args.sink or ["transactional", "idempotent", "file"]:
@@ -481,7 +491,8 @@ def main() -> None:
                 if sink == "transactional" and run % 3:
                     restart = "volatile" if run % 3 == 1 else "persistent"
                 harness = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
-                                  restart_dimension=run % 2 == 1, sink_restart=restart)  # fmt: skip
+                                  restart_dimension=run % 2 == 1, sink_restart=restart,
+                                  interval_ms=args.interval_ms)  # fmt: skip
                 report = harness.run()
             print(f"{sink} seed {seed}: {report.summary()}", flush=True)
             total.add(report)
