@@ -20,8 +20,9 @@ each source entry once whatever batch carries it. So the profile:
   asks of a sink it does not know: set here only together with the keyed sink, whose
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
-- runs the query's lookup joins inside the sink's write when ``df`` is a join's output
-  (:mod:`~enrich.spark.sink.joined`): one Python stage fewer in each task;
+- runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
+  ``df`` is their output (:mod:`~enrich.spark.sink.joined`): one Python stage fewer in
+  each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
 What it trades: a restart replays up to ``asyncProgressTrackingCheckpointIntervalMs`` of
@@ -89,8 +90,8 @@ def low_latency(
             source reads several streams (default: ``stream_key`` then, if present).
         warm: start the query's Python workers now (:func:`warm_up`), so that its first
             micro-batch does not wait for them.
-        join_in_sink: when ``df`` is what ``lookup_join`` returned (or a chain of
-            them), let the sink run the joins in its own Python worker
+        join_in_sink: when ``df`` is what ``lookup_join`` or ``async_map`` returned (or
+            a chain of them), let the sink run them in its own Python worker
             (:mod:`~enrich.spark.sink.joined`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
 
