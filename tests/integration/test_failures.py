@@ -92,7 +92,22 @@ def test_a_redis_restart_mid_run_loses_no_row_with_retries(
             pipe.set(f"user:{k}", json.dumps({"name": f"n{k}", "age": k}))
         pipe.execute()
     client.save()  # the restarted server loads this snapshot before it serves anything
-    restarter = threading.Thread(target=server.start, name="redis-restarter")
+    felt = threading.Event()
+
+    class Felt(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "is unreachable" in record.getMessage():
+                felt.set()
+
+    def restart() -> None:
+        # Back only once a lookup has met the dead server: on a busy machine a quick
+        # restart could come back before any lookup was sent, and nothing be tested.
+        felt.wait(timeout=60)
+        server.start()
+
+    handler = Felt()
+    logging.getLogger("connectors.redis").addHandler(handler)
+    restarter = threading.Thread(target=restart, name="redis-restarter")
     rows_total, stop_at = 3000, 500
 
     def rows() -> Iterator[dict[str, Any]]:
@@ -112,8 +127,9 @@ def test_a_redis_restart_mid_run_loses_no_row_with_retries(
     try:
         out = list(it)
     finally:
+        logging.getLogger("connectors.redis").removeHandler(handler)
         if restarter.ident is not None:
-            restarter.join(timeout=30)
+            restarter.join(timeout=90)
     expected = [
         {"i": i, "user_id": (i * 7) % 300, "name": f"n{(i * 7) % 300}", "age": (i * 7) % 300}
         for i in range(rows_total)
