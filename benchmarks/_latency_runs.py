@@ -156,11 +156,12 @@ def backlog_path(url: str, path: str, rows: int) -> dict[str, Any]:
     from starting their processes). Returns rows/s, seconds, and the exactly-once count."""
     reset(url)
     fill(url, rows)
+    client = redis.Redis.from_url(url)
+    client.set(PRODUCED, rows)
     if path == "hand":
-        client = redis.Redis.from_url(url)
         client.xgroup_create(SOURCE, "hand", id="0")
-        client.set(PRODUCED, rows)
-        client.close()
+    client.close()
+    if path == "hand":
         started = time.perf_counter()
         workers = [child(["--hand", url, str(i)]) for i in range(2)]
         _await_output(url, rows, poll=0.01)
@@ -170,7 +171,6 @@ def backlog_path(url: str, path: str, rows: int) -> dict[str, Any]:
             worker.wait()
         batches: dict[str, Any] = {}
     else:
-        redis.Redis.from_url(url).set(PRODUCED, rows)
         job = child(["--backlog", url, path])
         out, _ = job.communicate(timeout=DRAIN + 300)
         if job.returncode != 0:

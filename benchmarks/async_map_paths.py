@@ -35,11 +35,13 @@ STRUCT = "struct<score: double, label: string>"
 COLUMNS = ("id", "user_id", "amount")
 
 
-class PostRow(enrich.AsyncFunction):
-    """``POST {base}/score`` with the row's columns; answers ``[{score, label}]``."""
+class _Posting(enrich.AsyncFunction):
+    """An aiohttp session per worker, opened and closed with the function."""
+
+    path = ""
 
     def __init__(self, base: str) -> None:
-        self.url = f"{base}/score"
+        self.url = f"{base}{self.path}"
         self.session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
@@ -48,6 +50,12 @@ class PostRow(enrich.AsyncFunction):
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
+
+
+class PostRow(_Posting):
+    """``POST {base}/score`` with the row's columns; answers ``[{score, label}]``."""
+
+    path = "/score"
 
     async def invoke(self, row: dict[str, Any]) -> list[dict[str, Any]]:
         assert self.session is not None
@@ -56,19 +64,10 @@ class PostRow(enrich.AsyncFunction):
             return [await response.json()]
 
 
-class PostMany(enrich.AsyncFunction):
+class PostMany(_Posting):
     """``POST {base}/score/_batch`` with a list of rows; one ``{score, label}`` per row."""
 
-    def __init__(self, base: str) -> None:
-        self.url = f"{base}/score/_batch"
-        self.session: aiohttp.ClientSession | None = None
-
-    async def open(self) -> None:
-        self.session = aiohttp.ClientSession()
-
-    async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+    path = "/score/_batch"
 
     async def invoke(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         assert self.session is not None

@@ -105,8 +105,20 @@ def test_a_query_re_cut_on_restart_publishes_each_entry_once(
     assert published_marks(redis_client, identity) == {"*": last}
 
 
-def _plan(query: Any) -> str:
-    return str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
+def _run_to_end(writer: Any, url: str, stream: str, checkpoint: Path) -> str:
+    """Start ``writer`` into ``stream``, run it until its input is drained, stop it;
+    returns the physical plan of its last micro-batch."""
+    query = (
+        writer.option("url", url)
+        .option("stream", stream)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        return str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())
+    finally:
+        query.stop()
 
 
 @pytest.mark.parametrize(
@@ -140,18 +152,7 @@ def test_the_sink_runs_the_joins_of_the_query_it_is_given(
     if chained is True:
         tiers = RedisLookup(url, key_template="tier:{}", value="hash", schema="tier string")
         df = lookup_join(df, tiers, on="order_id", name="tiers")
-    query = (
-        low_latency(df, warm=False)
-        .option("url", url)
-        .option("stream", "out")
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
-    try:
-        query.processAllAvailable()
-        plan = _plan(query)
-    finally:
-        query.stop()
+    plan = _run_to_end(low_latency(df, warm=False), url, "out", tmp_path / "ck")
     assert "MapInArrow" not in plan, plan
     rows = {int(f[b"order_id"]): f for _, f in redis_client.xrange("out")}
     assert sorted(rows) == list(range(120))
@@ -183,16 +184,6 @@ def test_without_the_join_in_the_sink_the_join_keeps_its_stage(
             low_latency(joined.select("*"), warm=False),
         )
     ):
-        query = (
-            writer.option("url", url)
-            .option("stream", f"out{n}")
-            .option("checkpointLocation", str(tmp_path / f"ck{n}"))
-            .start()
-        )
-        try:
-            query.processAllAvailable()
-            plan = _plan(query)
-        finally:
-            query.stop()
+        plan = _run_to_end(writer, url, f"out{n}", tmp_path / f"ck{n}")
         assert "MapInArrow" in plan, plan
         assert redis_client.xlen(f"out{n}") == 20
