@@ -7,7 +7,7 @@ knee and grows above it (as the square of the excess, or linearly), with 503 abo
 limit. The client is on a busy machine: it is descheduled now and then (stalls: answers
 that arrive meanwhile are handled at their end), each send and each answer costs it CPU
 time, one after the other, and the store adds its own jitter. The adaptive limit
-(:class:`connectors.ratelimit.adaptive.AdaptiveLimit`, the real one) gets the latency the client
+(:class:`enrich.protect.adaptive.AdaptiveLimit`, the real one) gets the latency the client
 measures; fixed levels are run through the same model. With 5 stalls a second of 60 ms
 on average and a jitter of 0.5, the old rules (twice the unloaded mean latency, full
 gradient steps) gave 0.65-0.81 of the best fixed level's throughput and a p99 2.3-4.5x
@@ -22,7 +22,7 @@ import heapq
 import random
 from dataclasses import dataclass
 
-from connectors.ratelimit.adaptive import AdaptiveLimit, AdaptiveSettings
+from enrich.protect.adaptive import AdaptiveLimit, AdaptiveSettings
 
 from ._report import table, write
 

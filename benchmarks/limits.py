@@ -38,10 +38,10 @@ import redis
 
 import enrich
 from connectors.http import HttpLookup
-from connectors.ratelimit import JobRateLimit
 from connectors.redis import RedisLookup
 from enrich.demo.local import _serving, dimension_service, free_port, local_redis
 from enrich.engine.runtime import run_sync
+from enrich.protect import JobRateLimit
 
 from ._report import table, write
 

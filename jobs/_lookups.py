@@ -44,7 +44,7 @@ def store(spec: Any, where: str) -> Any:
     options.pop("check_key", None)  # used by `enrich check` only
     try:
         if isinstance(options.get("job_rate_limit"), dict):  # {rate, redis_url, key, ...}
-            from connectors.ratelimit import JobRateLimit
+            from enrich.protect import JobRateLimit
 
             options["job_rate_limit"] = JobRateLimit(**options["job_rate_limit"])
         if kind == "redis":

@@ -89,7 +89,7 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         if isinstance(out.get("job_rate_limit"), dict):
-            from connectors.ratelimit import JobRateLimit
+            from enrich.protect import JobRateLimit
 
             out["job_rate_limit"] = JobRateLimit(**out["job_rate_limit"])
         _check(out)

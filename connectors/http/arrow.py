@@ -37,9 +37,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from enrich import DecodeError, Schema
-from enrich.lookup.lane.bulk import decode_documents
-from enrich.lookup.lane.columnar import ColumnarAnswer, Decode, answer_from_mapping
+from enrich.spi import (
+    ColumnarAnswer,
+    Decode,
+    DecodeError,
+    Schema,
+    answer_from_mapping,
+    decode_documents,
+)
 
 from . import body
 from .batch import Batches, first_failure

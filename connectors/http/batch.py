@@ -19,9 +19,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from enrich import DecodeError, LookupFailed
-from enrich.engine.checks import short
-from enrich.lookup.source import answers_as_completed
+from enrich.spi import DecodeError, LookupFailed, answers_as_completed, short
 
 from . import body
 from .pool import Pool

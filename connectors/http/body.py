@@ -20,8 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from enrich import DecodeError, Schema
-from enrich.engine.checks import short
+from enrich.spi import DecodeError, Schema, short
 
 Path = tuple[str, ...]
 Rows = tuple[Any, ...] | list[tuple[Any, ...]] | None

@@ -33,9 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from connectors.masking import mask_url
-from enrich import LookupFailed, SourceUnavailable
-from enrich.engine.checks import short
+from enrich.spi import LookupFailed, SourceUnavailable, mask_url, short
 
 _AUTH_STATUSES = frozenset({401, 403, 407})
 

@@ -19,8 +19,7 @@ import itertools
 from collections.abc import AsyncIterator, Hashable
 from typing import Any
 
-from enrich import DecodeError
-from enrich.engine.checks import short
+from enrich.spi import DecodeError, short
 
 from . import body
 from .request import send

@@ -1,7 +1,7 @@
 """A process's live HTTP resources for one source on one loop: session, slots, throttle.
 
 An aiohttp session belongs to the loop it was created on, so a pool is opened lazily on
-the running loop and kept per loop by :class:`connectors.loop_local.LoopLocal` (equal
+the running loop and kept per loop by :class:`enrich.protect.loop_local.LoopLocal` (equal
 sources share it).
 """
 
@@ -15,9 +15,7 @@ from typing import Protocol
 import aiohttp
 from asyncio_throttle.throttler import Throttler
 
-from connectors.ratelimit.adaptive import AdaptiveLimit, process_limit
-from connectors.ratelimit.limiter import JobLimiter, limiter_for
-from connectors.slots import Slots
+from enrich.spi import AdaptiveLimit, JobLimiter, Slots, limiter_for, process_limit
 
 from .settings import Settings
 
@@ -83,5 +81,5 @@ class Pool:
 
 
 def adaptive_key(settings: Settings) -> tuple[str, Settings]:
-    """The key of a source's adaptive limit in this process (see connectors.ratelimit.adaptive)."""
+    """The key of a source's adaptive limit in this process (see enrich.protect.adaptive)."""
     return ("connectors.http", settings)

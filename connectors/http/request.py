@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from enrich.engine.mailbox.hold import held_back
+from enrich.spi import held_back
 
 from . import body
 from .errors import (
@@ -57,7 +57,7 @@ async def send(
     if pool.job_limiter is not None:  # the job's budget first: no slot held while waiting
         await pool.job_limiter.acquire(1)
     slots = pool.slots
-    if not slots.take():  # a free slot is taken without awaiting (see connectors.slots)
+    if not slots.take():  # a free slot is taken without awaiting (see enrich.protect.slots)
         await slots.wait()
     adaptive = pool.adaptive
     throttled = False

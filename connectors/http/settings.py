@@ -9,9 +9,7 @@ from typing import Literal
 
 import aiohttp
 
-from connectors.ratelimit import JobRateLimit
-from enrich import Schema
-from enrich.engine.checks import check_choice, check_int, check_positive
+from enrich.spi import JobRateLimit, Schema, check_choice, check_int, check_positive
 
 from . import body
 from .url import MASK, UrlTemplate

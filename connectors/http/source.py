@@ -10,19 +10,21 @@ from typing import Any
 
 import aiohttp
 
-from connectors.loop_local import LoopLocal
-from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.adaptive import (
+from enrich.spi import (
     AdaptiveLimit,
+    DecodeError,
+    JobRateLimit,
     LimitStatistics,
+    LookupFailed,
+    LoopLocal,
+    Schema,
+    SchemaLike,
+    answers_as_completed,
+    close_limiter,
     forget_process_limit,
     peek_process_limit,
+    short,
 )
-from connectors.ratelimit.limiter import close_limiter
-from enrich import DecodeError, LookupFailed, Schema
-from enrich.engine.checks import short
-from enrich.lookup.dimension.schema import SchemaLike
-from enrich.lookup.source import answers_as_completed
 
 from . import body
 from .batch import Batches
@@ -62,10 +64,10 @@ class HttpLookup:
       flight per process and, with ``rate_limit``, at most that many start per second
       in this process (in bursts of at most a tenth of a second's worth).
     * With ``job_rate_limit``, the requests of all processes sharing its bucket start at
-      most at that rate together (see ``connectors.ratelimit.limiter``); an unreachable
+      most at that rate together (see ``enrich.protect.limiter``); an unreachable
       limiter slows requests to its fallback rate, it never fails them.
     * With ``concurrency="auto"``, requests in flight per process follow an adaptive
-      limit between 1 and ``max_connections`` (see ``connectors.ratelimit.adaptive``): it
+      limit between 1 and ``max_connections`` (see ``enrich.protect.adaptive``): it
       backs off on 429, 503, timeouts and latency above the target.
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
@@ -93,7 +95,7 @@ class HttpLookup:
         max_batch: keys per batch POST.
         rate_limit: requests per second *per process* (None: unlimited).
         job_rate_limit: requests per second for the *whole job*: a
-            :class:`~connectors.ratelimit.JobRateLimit` naming the Redis that holds the
+            :class:`~enrich.protect.JobRateLimit` naming the Redis that holds the
             shared budget (``redis_url``), or None. A batch POST counts as one request.
         max_connections: connections (and requests in flight) per process; None: 100,
             or 1000 with ``concurrency="auto"`` (the ceiling of the adaptive limit).

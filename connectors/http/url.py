@@ -21,8 +21,8 @@ from urllib.parse import quote, urlsplit
 
 import yarl
 
-from connectors.masking import MASK, mask_url
 from connectors.templates import SlotError, split_slots
+from enrich.spi import MASK, mask_url
 
 __all__ = ("MASK", "KeyShapeError", "UrlTemplate")
 

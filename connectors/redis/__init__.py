@@ -46,11 +46,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
-from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.adaptive import AdaptiveLimit, LimitStatistics, peek_process_limit
-from enrich import LookupFailed, Schema
-from enrich.lookup.dimension.schema import SchemaLike
-from enrich.lookup.source import answers_as_completed
+from enrich.spi import (
+    AdaptiveLimit,
+    JobRateLimit,
+    LimitStatistics,
+    LookupFailed,
+    Schema,
+    SchemaLike,
+    answers_as_completed,
+    peek_process_limit,
+)
 
 from . import bounds, client, codec
 from .codec import Command
@@ -114,7 +119,7 @@ class RedisLookup:
         job_rate_limit: keys per second for the *whole job* (every process sharing the
             bucket): a number (the bucket lives in this store's own Redis; a cluster or
             Sentinel endpoint needs a ``JobRateLimit`` with ``redis_url``) or a
-            :class:`~connectors.ratelimit.JobRateLimit`; None: no limit. An unreachable
+            :class:`~enrich.protect.JobRateLimit`; None: no limit. An unreachable
             limiter slows lookups to its fallback rate, it never fails them.
         concurrency: ``"fixed"`` (``pool_size`` pipelines in flight) or ``"auto"`` (an
             adaptive limit up to ``pool_size`` that backs off on timeouts and latency

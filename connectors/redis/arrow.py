@@ -37,8 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from enrich.lookup.lane.bulk import decode_texts
-from enrich.lookup.lane.columnar import ColumnarAnswer, Decode, answer_from_mapping
+from enrich.spi import ColumnarAnswer, Decode, answer_from_mapping, decode_texts
 
 from . import bounds, client, codec
 from .codec import Command

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enrich import LookupFailed
+from enrich.spi import LookupFailed
 
 from .codec import Command
 from .config import ValueFormat

@@ -1,7 +1,7 @@
 """Redis clients shared per process and loop, pipelined execution, driver error mapping.
 
 A client is opened lazily by the first lookup on a loop and kept in the connectors'
-per-loop registry (:mod:`connectors.loop_local`): every copy of a source with the same
+per-loop registry (:mod:`enrich.protect.loop_local`): every copy of a source with the same
 connection settings running on that loop shares it, and in production (one runtime loop
 per process) there is one pool per process.
 """
@@ -23,12 +23,19 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 
-from connectors.loop_local import loop_resource, pop_loop_resource
-from connectors.masking import mask_text
-from connectors.ratelimit.adaptive import AdaptiveLimit, process_limit
-from connectors.ratelimit.limiter import JobLimiter, close_limiter, limiter_for
-from connectors.slots import Slots
-from enrich import LookupFailed, SourceUnavailable
+from enrich.spi import (
+    AdaptiveLimit,
+    JobLimiter,
+    LookupFailed,
+    Slots,
+    SourceUnavailable,
+    close_limiter,
+    limiter_for,
+    loop_resource,
+    mask_text,
+    pop_loop_resource,
+    process_limit,
+)
 
 from .codec import Command
 from .config import ConnectionSettings, Endpoint
@@ -91,7 +98,7 @@ async def close_client(settings: ConnectionSettings) -> None:
 
 
 def adaptive_key(settings: ConnectionSettings) -> tuple[str, ConnectionSettings]:
-    """The key of a pool's adaptive limit in this process (see connectors.ratelimit.adaptive)."""
+    """The key of a pool's adaptive limit in this process (see enrich.protect.adaptive)."""
     return (_REGISTRY, settings)
 
 

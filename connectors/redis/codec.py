@@ -15,8 +15,7 @@ from typing import Any
 
 from redis.crc import key_slot
 
-from enrich import DecodeError, Schema
-from enrich.engine.checks import short
+from enrich.spi import DecodeError, Schema, short
 
 from .config import LookupSettings, ValueFormat
 

@@ -3,7 +3,7 @@
 Everything here is a frozen, picklable value, validated on construction; a bad setting
 raises ``ValueError`` naming the field and the value. The endpoint (URL parsing, the
 Sentinel form, credentials) is :mod:`connectors.redis.endpoint`; passwords are kept out
-of every ``repr()`` and message by :mod:`connectors.masking`.
+of every ``repr()`` and message by :mod:`enrich.protect.masking`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from connectors.ratelimit import JobRateLimit
 from connectors.templates import SlotError, split_slots
-from enrich import Schema
-from enrich.engine.checks import check_choice, check_int, check_positive
+from enrich.spi import JobRateLimit, Schema, check_choice, check_int, check_positive
 
 from .endpoint import DEFAULT_PORT, Endpoint
 

@@ -17,7 +17,7 @@ for a netloc with brackets differ between patch releases).
 Credentials may also be given as ``?username=`` / ``?password=`` (and
 ``?sentinel_username=`` / ``?sentinel_password=``) query parameters, forms redis-py
 accepts; any other query parameter is refused in favour of the keyword settings. Every
-URL shown in a message goes through :func:`connectors.masking.mask_url`, and the
+URL shown in a message goes through :func:`enrich.protect.masking.mask_url`, and the
 secrets given as keywords are masked too, so no form of a password is ever echoed.
 """
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote
 
-from connectors.masking import MASK, mask_text, mask_url
 from connectors.urls import UrlParts, split_url
+from enrich.spi import MASK, mask_text, mask_url
 
 DEFAULT_PORT = 6379
 DEFAULT_SENTINEL_PORT = 26379
@@ -69,7 +69,7 @@ class Endpoint:
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
-        """The passwords, for :func:`connectors.masking.mask_text`."""
+        """The passwords, for :func:`enrich.protect.masking.mask_text`."""
         return (self.password, self.sentinel_password)
 
     def masked_url(self) -> str:

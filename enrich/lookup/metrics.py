@@ -167,7 +167,7 @@ _COUNTERS = tuple(
 
 def record_concurrency(metrics: JoinMetrics, source: object) -> None:
     """Copy ``source``'s adaptive concurrency limit, if it has one (an
-    ``adaptive_limit()`` answering a :class:`connectors.ratelimit.adaptive.AdaptiveLimit`
+    ``adaptive_limit()`` answering a :class:`enrich.protect.adaptive.AdaptiveLimit`
     or None), into ``metrics``: the limit and target latency now, and the throttled
     requests not yet reported by any join."""
     ask = getattr(source, "adaptive_limit", None)

@@ -1,7 +1,7 @@
 """The settings of a lookup join: one frozen object, validated once, passed whole.
 
 Every entry point (``lookup_rows``, ``lookup_chunks``, ``LookupJoin``,
-``enrich.spark.lookup_join``, ``enrich.sql.register_lookup``) keeps its keyword arguments
+``enrich.spark.lookup_join``, ``enrich.spark.sql.register_lookup``) keeps its keyword arguments
 and builds a :class:`JoinSettings` from them; everything downstream (the join, the
 operator, a Spark worker) receives that object and never checks it again.
 """

@@ -3,6 +3,6 @@ Flink's semantics. The settings (:mod:`.settings`), the function behind the oper
 (:mod:`.calls`: its calls, errors and metrics), its life once per process
 (:mod:`.process`), and what its results become (:mod:`.rows`).
 
-Internal: ``enrich.spark.async_map`` and ``enrich.sql.register_async_udf`` are the
+Internal: ``enrich.spark.async_map`` and ``enrich.spark.sql.register_async_udf`` are the
 entry points.
 """

@@ -1,6 +1,6 @@
 """The settings of an async map: one frozen object, validated once, passed whole.
 
-``enrich.spark.async_map`` and ``enrich.sql.register_async_udf`` keep their keyword
+``enrich.spark.async_map`` and ``enrich.spark.sql.register_async_udf`` keep their keyword
 arguments and build a :class:`MapSettings` from them on the driver; the workers receive
 it whole and never check it again.
 """
@@ -18,7 +18,7 @@ from ..lookup.dimension.schema import Schema, SchemaLike
 from ..lookup.settings import ON_ERROR
 
 if TYPE_CHECKING:
-    from connectors.ratelimit import JobRateLimit
+    from enrich.protect import JobRateLimit
 
 # Calls in flight per task. A lookup join's capacity counts rows that share batched
 # requests; here every row in flight is a call of its own, so the default is Flink's
@@ -54,7 +54,7 @@ class MapSettings:
             bounds them), an int, or "auto" (an adaptive limit up to ``capacity``,
             following the service's latency).
         job_rate_limit: at most that many calls per second for the whole job (a
-            :class:`connectors.ratelimit.JobRateLimit` with its Redis), or None.
+            :class:`enrich.protect.JobRateLimit` with its Redis), or None.
 
     Raises:
         ValueError: a setting is invalid; the message names it and its value.
@@ -156,7 +156,7 @@ def _check_concurrency(value: Any) -> int | str | None:
 def _check_job_rate_limit(value: Any) -> JobRateLimit | None:
     if value is None:
         return None
-    from connectors.ratelimit import JobRateLimit
+    from enrich.protect import JobRateLimit
 
     if not isinstance(value, JobRateLimit) or value.redis_url is None:
         raise ValueError(

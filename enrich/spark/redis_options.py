@@ -14,8 +14,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from connectors.masking import mask_url
 from connectors.redis.endpoint import Endpoint
+from enrich.protect.masking import mask_url
 
 if TYPE_CHECKING:  # redis is imported where a connection is opened, on the workers
     import redis

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from connectors.loop_local import LoopLocal, loop_resource, pop_loop_resource
+from enrich.protect.loop_local import LoopLocal, loop_resource, pop_loop_resource
 
 
 @dataclass(eq=False)

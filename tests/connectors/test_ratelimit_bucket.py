@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.bucket import TokenBucket
+from enrich.protect import JobRateLimit
+from enrich.protect.bucket import TokenBucket
 
 
 def test_a_burst_is_free_then_a_take_waits_and_takes_nothing() -> None:

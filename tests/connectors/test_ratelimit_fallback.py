@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.limiter import JobLimiter
+from enrich.protect import JobRateLimit
+from enrich.protect.limiter import JobLimiter
 from enrich.testing import FakeClock, drive
 from tests.support.arrivals import busiest_window
 

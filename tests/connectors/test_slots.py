@@ -1,4 +1,4 @@
-"""Request slots (connectors.slots): the bound, the order of waiters, cancellation."""
+"""Request slots (enrich.protect.slots): the bound, the order of waiters, cancellation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from connectors.slots import Slots
+from enrich.protect.slots import Slots
 
 
 def test_a_limit_must_be_positive() -> None:

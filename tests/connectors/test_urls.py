@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.masking import mask_url
 from connectors.redis.endpoint import Endpoint
 from connectors.urls import UrlParts, split_url
+from enrich.protect.masking import mask_url
 
 
 @pytest.mark.parametrize(

@@ -78,3 +78,33 @@ def test_no_folder_of_the_library_lists_more_than_a_dozen_entries() -> None:
     folders = [ROOT / "enrich", *(p.parent for p in (ROOT / "enrich").rglob("__init__.py"))]
     crowded = {str(f.relative_to(ROOT)): entries(f) for f in folders if len(entries(f)) > DOZEN}
     assert crowded == {}
+
+
+SPI = "enrich.spi"
+FLOORS_BELOW_CONNECTORS = ("enrich.engine", "enrich.lookup", "enrich.mapping", "enrich.protect")
+
+
+def test_connectors_come_in_through_the_spi_door() -> None:
+    """A connector imports ``enrich.spi`` and ``enrich``'s public face, nothing else of
+    enrich: the engine's insides may move without a connector noticing."""
+    known = modules()
+    reaching_in = sorted(
+        (name, target)
+        for name, path in known.items()
+        if in_room(name, "connectors")
+        for target in imports(name, path, known)
+        if in_room(target, "enrich") and target not in (SPI, "enrich")
+    )
+    assert reaching_in == []
+
+
+def test_the_floors_below_the_connectors_import_no_connector() -> None:
+    known = modules()
+    reaching_up = sorted(
+        (name, target)
+        for name, path in known.items()
+        if any(in_room(name, floor) for floor in (*FLOORS_BELOW_CONNECTORS, SPI))
+        for target in imports(name, path, known)
+        if in_room(target, "connectors")
+    )
+    assert reaching_up == []

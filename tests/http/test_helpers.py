@@ -9,8 +9,8 @@ import pytest
 from connectors.http.body import parse_path, pick, to_rows
 from connectors.http.errors import parse_retry_after
 from connectors.http.url import KeyShapeError, UrlTemplate
-from connectors.masking import mask_url
 from enrich import DecodeError, Schema
+from enrich.protect.masking import mask_url
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 GMT
 

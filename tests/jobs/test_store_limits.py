@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from connectors.http import HttpLookup
-from connectors.ratelimit import JobRateLimit
 from connectors.redis import RedisLookup
+from enrich.protect import JobRateLimit
 from jobs import _lookups
 from jobs._files import ConfigError
 

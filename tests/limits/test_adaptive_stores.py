@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 
 from connectors.http import HttpLookup
-from connectors.ratelimit.adaptive import DEFAULT_INITIAL
 from connectors.redis import RedisLookup
 from enrich import LookupFailed
+from enrich.protect.adaptive import DEFAULT_INITIAL
 from tests.limits.conftest import StartService
 
 LOOKUPS = 4000
@@ -99,7 +99,7 @@ async def test_redis_auto_answers_as_fixed_does(redis_server: Any, redis_client:
 def test_limits_travel_with_a_pickled_source() -> None:
     import pickle
 
-    from connectors.ratelimit import JobRateLimit
+    from enrich.protect import JobRateLimit
 
     limit = JobRateLimit(rate=100, redis_url="redis://:pw@limits:6379/0")
     http = HttpLookup(

@@ -11,10 +11,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from connectors.http import HttpLookup
-from connectors.ratelimit import JobRateLimit
-from connectors.ratelimit.limiter import JobLimiter
 from connectors.redis import RedisLookup
 from enrich.demo.local import free_port
+from enrich.protect import JobRateLimit
+from enrich.protect.limiter import JobLimiter
 from tests.limits.conftest import StartService
 from tests.support.arrivals import busiest_window
 from tests.support.http_server import HttpTestServer
@@ -83,7 +83,7 @@ async def test_an_unreachable_limiter_falls_back_and_fails_nothing(
 ) -> None:
     one = limiter(f"redis://127.0.0.1:{free_port()}/0", rate=100.0, fallback_rate=10_000.0)
     try:
-        with caplog.at_level(logging.WARNING, logger="connectors.ratelimit"):
+        with caplog.at_level(logging.WARNING, logger="enrich.protect"):
             await asyncio.gather(*(one.acquire(1) for _ in range(50)))
     finally:
         await one.aclose()

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from connectors.http import HttpLookup
-from connectors.ratelimit import JobRateLimit
 from enrich import lookup_rows
+from enrich.protect import JobRateLimit
 from tests.support.arrivals import busiest_window
 from tests.support.http_server import HttpTestServer
 from tests.support.redis_server import RedisServer

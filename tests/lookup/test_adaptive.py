@@ -1,4 +1,4 @@
-"""The adaptive concurrency limit (connectors.ratelimit.adaptive), sample by sample."""
+"""The adaptive concurrency limit (enrich.protect.adaptive), sample by sample."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from connectors.ratelimit.adaptive import (
+from enrich.lookup.metrics import JoinMetrics, record_concurrency
+from enrich.protect.adaptive import (
     FAST_QUANTILE,
     PROBE_WHEN_STUCK,
     AdaptiveLimit,
     AdaptiveSettings,
 )
-from enrich.lookup.metrics import JoinMetrics, record_concurrency
 
 BASE = 0.005
 TARGET = 1.25 * BASE  # the default tolerance

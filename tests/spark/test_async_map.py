@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from connectors.ratelimit import JobRateLimit
 from enrich import ExponentialBackoffRetry, FixedDelayRetry, retry_on_empty
+from enrich.protect import JobRateLimit
 from enrich.spark import async_map, observed_statistics, statistics
 from tests.spark.functions import Fetch, FetchMany, HoldFirst, Late, Lookup
 from tests.spark.test_observed_metrics import field

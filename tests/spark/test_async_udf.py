@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import async_map, statistics
-from enrich.sql import register_async_udf
+from enrich.spark.sql import register_async_udf
 from tests.spark.functions import Echo, Fetch
 from tests.support.http_server import HttpTestServer
 

@@ -171,7 +171,7 @@ def test_an_async_maps_metrics_reach_the_progress_and_its_sql_function_runs(
     connect: SparkSession, tmp_path: Path
 ) -> None:
     from enrich.spark import async_map, observed_statistics
-    from enrich.sql import register_async_udf
+    from enrich.spark.sql import register_async_udf
     from tests.spark.functions import Echo
     from tests.spark.test_observed_metrics import field
 

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import SparkSession, functions as F
 
 from connectors.http import HttpLookup
-from connectors.ratelimit import JobRateLimit
 from enrich.engine.settings import DEFAULT_TIMEOUT
+from enrich.protect import JobRateLimit
 from enrich.spark import lookup_join
 from tests.support.http_server import HttpTestServer
 

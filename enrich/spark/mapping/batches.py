@@ -141,7 +141,7 @@ def _map(
 
 async def gate(plan: MapPlan) -> Any:
     """This process's gate for ``plan``'s calls (run on the runtime loop)."""
-    from connectors.ratelimit.gate import gate_for
+    from enrich.protect.gate import gate_for
 
     settings = plan.settings
     return gate_for(

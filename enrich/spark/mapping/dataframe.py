@@ -22,7 +22,7 @@ from ..sink.joined import SinkJoin, mark
 from ..types import spark_type
 
 if TYPE_CHECKING:
-    from connectors.ratelimit import JobRateLimit
+    from enrich.protect import JobRateLimit
 
     from ...engine.retry import RetryStrategy
 
@@ -81,7 +81,7 @@ def async_map(
         batch_size: call ``fn`` with lists of up to this many rows.
         batch_wait: seconds a row waits at most for its batch to fill.
         job_rate_limit: at most that many calls per second for the whole job (a
-            :class:`connectors.ratelimit.JobRateLimit` with its Redis).
+            :class:`enrich.protect.JobRateLimit` with its Redis).
         concurrency: calls in flight per worker process at most: an int, "auto" (an
             adaptive limit up to ``capacity`` that follows the service's latency), or
             None (``capacity`` alone bounds them).

@@ -46,7 +46,7 @@ from ..metrics.accumulator import register
 from ..types import spark_type
 
 if TYPE_CHECKING:
-    from connectors.ratelimit import JobRateLimit
+    from enrich.protect import JobRateLimit
 
     from ...engine.retry import RetryStrategy
 

@@ -63,7 +63,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from enrich.engine.checks import check_int, check_positive
+from ..engine.checks import check_int, check_positive
 
 DEFAULT_INITIAL = 16
 # The target latency is the unloaded one plus this share (Envoy's buffer, 25%).

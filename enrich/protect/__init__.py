@@ -10,6 +10,6 @@
 
 from __future__ import annotations
 
-from .settings import JobRateLimit
+from .job_rate import JobRateLimit
 
 __all__ = ("JobRateLimit",)

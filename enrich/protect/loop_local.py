@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
-from enrich.engine.runtime import pop_process_local, process_local
+from ..engine.runtime import pop_process_local, process_local
 
 __all__ = ("LoopBound", "LoopLocal", "loop_resource", "pop_loop_resource")
 

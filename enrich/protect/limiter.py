@@ -39,16 +39,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.loop_local import loop_resource, pop_loop_resource
-from connectors.masking import mask_url
-from enrich.engine.clock import Clock, LoopClock
-from enrich.engine.mailbox.hold import held_back
-
+from ..engine.clock import Clock, LoopClock
+from ..engine.mailbox.hold import held_back
 from .bucket import TokenBucket
-from .settings import DEFAULT_LIMITER_TIMEOUT, JobRateLimit
+from .job_rate import DEFAULT_LIMITER_TIMEOUT, JobRateLimit
+from .loop_local import loop_resource, pop_loop_resource
+from .masking import mask_url
 
-_log = logging.getLogger("connectors.ratelimit")
-_REGISTRY = "connectors.ratelimit"
+_log = logging.getLogger("enrich.protect")
+_REGISTRY = "enrich.protect"
 # After a failed call to the limiter's Redis, the local fallback serves this long.
 RETRY_REDIS_AFTER = 1.0
 # The fallback hands out at most this many seconds' worth of its rate at once.

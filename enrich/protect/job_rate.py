@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from connectors.masking import mask_url
-from enrich.engine.checks import check_positive, short
+from ..engine.checks import check_positive, short
+from .masking import mask_url
 
 # A process may hold this many seconds' worth of the job's rate granted and unspent:
 # permits are fetched in batches so the hot path is not a round trip per request.
@@ -14,7 +14,7 @@ DEFAULT_BATCH_SECONDS = 0.01
 # At most this many seconds' worth of the rate is granted at once after an idle spell.
 DEFAULT_BURST_SECONDS = 0.1
 # Without the limiter's Redis, each process keeps to the rate divided by this, unless
-# ``fallback_rate`` says otherwise (see connectors.ratelimit.limiter).
+# ``fallback_rate`` says otherwise (see enrich.protect.limiter).
 DEFAULT_FALLBACK_SHARES = 8
 # Timeouts of the limiter's own Redis client: short, since a lookup waits on them.
 DEFAULT_LIMITER_TIMEOUT = 0.25
@@ -27,7 +27,7 @@ class JobRateLimit:
     tasks, executors and processes share it.
 
     All processes draw permits from one bucket held in a Redis (a GCRA in one Lua
-    script; see :mod:`connectors.ratelimit.limiter` for the guarantees and what happens
+    script; see :mod:`enrich.protect.limiter` for the guarantees and what happens
     when that Redis is unreachable).
 
     Attributes:

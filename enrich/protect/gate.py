@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Hashable
 
-from connectors.loop_local import loop_resource
-from connectors.slots import Slots
-
 from .adaptive import AdaptiveLimit, process_limit
+from .job_rate import JobRateLimit
 from .limiter import JobLimiter, limiter_for
-from .settings import JobRateLimit
+from .loop_local import loop_resource
+from .slots import Slots
 
 # Statuses by which a service says it is overloaded (as HTTP lookups read them).
 THROTTLED_STATUSES = (429, 503)
@@ -120,4 +119,4 @@ def gate_for(
             slots = Slots(concurrency)
         return CallGate(loop, limiter, slots, adaptive)
 
-    return loop_resource("connectors.ratelimit.gate", (key, concurrency, job_rate_limit), make)
+    return loop_resource("enrich.protect.gate", (key, concurrency, job_rate_limit), make)
