@@ -14,7 +14,8 @@ What a connector implements:
   on :func:`answers_as_completed`) and :class:`ColumnarSource` (``lookup_arrow`` /
   ``fetch_arrow``: Arrow keys in, a :class:`ColumnarAnswer` out; the bulk decoders
   :func:`decode_texts` / :func:`decode_documents` and :func:`answer_from_mapping` do the
-  decoding).
+  decoding); :class:`ListableSource` (``store_key`` / ``scan_dimension``) lets a full
+  cache (``cache="full"``) load the whole dimension.
 
 What it may use:
 
@@ -48,6 +49,7 @@ from .engine.checks import (
 )
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
+from .lookup.cache.snapshot import ListableSource
 from .lookup.dimension.schema import Schema, SchemaLike
 from .lookup.lane.bulk import decode_documents, decode_texts
 from .lookup.lane.columnar import ColumnarAnswer, ColumnarSource, Decode, answer_from_mapping
@@ -71,6 +73,7 @@ __all__ = (
     "IncrementalSource",
     "ColumnarSource",
     "ColumnarAnswer",
+    "ListableSource",
     "Decode",
     "Schema",
     "SchemaLike",
