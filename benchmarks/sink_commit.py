@@ -4,8 +4,8 @@ A Lua script runs alone on the server: its duration is everyone's pause. The com
 publishes a batch in steps of at most ``maxRowsPerCommit`` rows (1,000 by default), one
 script each; ``atomicCommit=true`` publishes it in one script. This stages ``N`` rows (4
 columns, encoded by the sink's own codec) in one staging list, as the executors do, runs
-the real commit (:func:`enrich.spark.sink.commit.commit`) both ways, and reads the longest
-command from ``SLOWLOG`` (threshold 0: every command logged), for a stream target and a
+the real commit (:func:`enrich.spark.sink.two_phase.publish.commit`) both ways, and reads
+the longest command from ``SLOWLOG`` (threshold 0: every command logged), for a stream target and a
 hash target. Sizes: ``ENRICH_BENCH_COMMIT="10000,100000,1000000"`` (the default).
 
 Then the job itself at its defaults: a backlog of ``N`` entries in a stream, read by the

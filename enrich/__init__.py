@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     )
     from .engine.wait import (
         AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
-        AsyncWaitIterator as AsyncWaitIterator,
         WaitIterator as WaitIterator,
         ordered_wait as ordered_wait,
         ordered_wait_async as ordered_wait_async,
@@ -86,7 +85,6 @@ _LAZY: dict[str, str] = {
     "pop_process_local": ".engine.runtime",
     "process_local": ".engine.runtime",
     "AsyncWaitAsyncIterator": ".engine.wait",
-    "AsyncWaitIterator": ".engine.wait",
     "WaitIterator": ".engine.wait",
     "ordered_wait": ".engine.wait",
     "ordered_wait_async": ".engine.wait",
@@ -122,7 +120,6 @@ __all__ = (
     "unordered_wait_async",
     "WaitIterator",
     "AsyncWaitAsyncIterator",
-    "AsyncWaitIterator",  # the former name of WaitIterator, kept as an alias
     "OutputMode",
     "Watermark",
     "OperatorStatistics",

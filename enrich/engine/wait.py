@@ -86,10 +86,6 @@ class WaitIterator(Iterator[Any]):
         return self._run.operator
 
 
-AsyncWaitIterator = WaitIterator
-"""The former name of :class:`WaitIterator` (it is not asynchronous), kept as an alias."""
-
-
 def ordered_wait(
     inputs: Iterable[Any],
     func: Any,

@@ -10,8 +10,3 @@ join (:mod:`.join`) and what its rows become (:mod:`.joined`), its metrics
 
 Internal: import the public names from :mod:`enrich`.
 """
-
-from .._lazy import moved
-
-# Paths the README showed before the dimension got a room of its own.
-moved(__name__, {"arrow_types": "dimension.arrow_types"})

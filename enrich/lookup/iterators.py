@@ -12,7 +12,7 @@ from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
 from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
-from ..engine.wait import AsyncWaitAsyncIterator, AsyncWaitIterator, _aiter
+from ..engine.wait import AsyncWaitAsyncIterator, WaitIterator, _aiter
 from .cache.full import FullCache
 from .cache.settings import LookupCache
 from .join import LookupJoin
@@ -51,7 +51,7 @@ def lookup_chunks(
     retry: RetryStrategy | None = None,
     max_batch: int = DEFAULT_MAX_BATCH,
     clock: Clock | None = None,
-) -> AsyncWaitIterator:
+) -> WaitIterator:
     """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
@@ -88,13 +88,13 @@ def join_chunks(
     settings: JoinSettings,
     *,
     clock: Clock | None = None,
-) -> AsyncWaitIterator:
+) -> WaitIterator:
     """:func:`lookup_chunks` with its settings already built (what the entry points and
     Spark's workers call)."""
-    return _start(AsyncWaitIterator, _checked(chunks, settings.chunk_rows), source, settings, clock)
+    return _start(WaitIterator, _checked(chunks, settings.chunk_rows), source, settings, clock)
 
 
-_It = TypeVar("_It", AsyncWaitIterator, AsyncWaitAsyncIterator)
+_It = TypeVar("_It", WaitIterator, AsyncWaitAsyncIterator)
 
 
 def _start(
@@ -226,7 +226,7 @@ def lookup_rows(
 
 
 def _dict_rows(
-    joined: AsyncWaitIterator, columns: list[str], error_column: str
+    joined: WaitIterator, columns: list[str], error_column: str
 ) -> Iterator[dict[str, Any]]:
     nulls: tuple[None, ...] = (None,) * len(columns)
     checked = False

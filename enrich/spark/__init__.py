@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
     ) from exc
 
-from .._lazy import loader as _loader, moved as _moved
+from .._lazy import loader as _loader
 
 if TYPE_CHECKING:
     from .data_sources import register_data_sources as register_data_sources
@@ -79,9 +79,6 @@ _LAZY = {
 }
 
 __getattr__ = _loader(__name__, _LAZY, globals())
-
-# Paths the docs showed before the join and the SQL forms got rooms of their own.
-_moved(__name__, {"arrow": "join.batches", "sql_join": "sql.join", "sql_pandas": "sql.pandas_udf"})
 
 
 __all__ = (

@@ -59,8 +59,10 @@ def test_the_fixed_names_of_the_operator_api() -> None:
     assert issubclass(enrich.LookupTimeout, enrich.EnrichError)
 
 
-def test_the_blocking_iterator_keeps_its_former_name_as_an_alias() -> None:
-    assert enrich.AsyncWaitIterator is enrich.WaitIterator
+def test_the_blocking_iterator_has_one_name() -> None:
+    # Its former name (AsyncWaitIterator) said async of an iterator that blocks: gone.
+    assert not hasattr(enrich, "AsyncWaitIterator")
+    assert "AsyncWaitIterator" not in enrich.__all__
 
     async def one(value: int) -> list[int]:
         return [value]

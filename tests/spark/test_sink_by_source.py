@@ -4,7 +4,6 @@ ids, other bounds, a batch id coming back with other rows) neither lose nor doub
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -257,9 +256,3 @@ def test_the_options_refuse_what_would_break_exactly_once(
     with pytest.raises(ValueError, match=r"must be a string .* got bigint"):
         check_writer(two_phase.SourceFields("order_id"), SCHEMA, streaming=True)
     check_writer(source, SCHEMA, streaming=True)
-
-
-def test_the_former_import_path_of_the_commit_still_works() -> None:
-    commit = importlib.import_module("enrich.spark.sink.commit")
-    assert commit is two_phase
-    assert commit.StagingMismatch is two_phase.errors.StagingMismatch

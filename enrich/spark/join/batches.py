@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...engine.wait import AsyncWaitIterator
+from ...engine.wait import WaitIterator
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.full_source import with_full_cache
 from ...lookup.cache.settings import LookupCache
@@ -81,7 +81,7 @@ class JoinPlan:
             fields.append(pa.field(self.error_column, pa.string()))
         return fields
 
-    def run(self, chunks: Iterable[tuple[Any, Sequence[Any]]]) -> AsyncWaitIterator:
+    def run(self, chunks: Iterable[tuple[Any, Sequence[Any]]]) -> WaitIterator:
         """The engine over ``chunks`` of ``(tag, keys)``: one JoinedChunk per chunk."""
         return join_chunks(chunks, self.source, self.settings)
 
@@ -110,7 +110,7 @@ class JoinPlan:
             retry=settings.retry,
         )
 
-    def report(self, run: AsyncWaitIterator | ColumnarLane) -> JoinMetrics | None:
+    def report(self, run: WaitIterator | ColumnarLane) -> JoinMetrics | None:
         """Add the run's metrics to the accumulator (once per task), under
         ``(name, query id, batch id)`` (both None outside a streaming query); returns
         them (None when the run made none)."""

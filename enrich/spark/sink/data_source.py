@@ -18,7 +18,7 @@ Options:
         Stepwise (the default): a batch of any size is published in steps of at most this
         many rows (default 2,000; ``0``: one step). With ``atomicCommit``: the largest
         batch accepted (default: no limit); a larger one fails with
-        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing.
+        :class:`~enrich.spark.sink.two_phase.CommitTooLarge` and publishes nothing.
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
         grows with the batch (3.5-8 us a row).
@@ -33,7 +33,7 @@ and the same source offsets):
   batch while it is written. Stream appends (and dead letters) are at-least-once in
   this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
+  (:mod:`~enrich.spark.sink.two_phase`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
   the batch's durable cursor, and the last step records the batch id. A batch id
   already committed is skipped, and a replay of a batch whose publish was cut short
@@ -41,7 +41,7 @@ and the same source offsets):
   appear step by step (a prefix of it, in staging order); with ``atomicCommit`` whole
   or not at all. ``abort`` deletes staging only, never that of a started publish. The
   commit publishes nothing and fails the batch when a staging list does not hold the
-  rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
+  rows its task reported (:class:`~enrich.spark.sink.two_phase.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
 - a batch write (``df.write``) is published the same way under a token of its own (no
   marker, no replay): if its commit fails after a step, the steps done stay published

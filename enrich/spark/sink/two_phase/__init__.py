@@ -7,8 +7,7 @@ that publishes a batch in bounded steps, keyed by batch id or by the source reco
 - :mod:`.errors`: what a commit reports, and what stops it.
 
 Needs a standalone Redis: a script may only touch keys of one node, so the sink refuses
-a Redis Cluster in transactional mode when the query starts. (``enrich.spark.sink.commit``
-is this package's former path, still importable.)
+a Redis Cluster in transactional mode when the query starts.
 """
 
 from __future__ import annotations
