@@ -18,12 +18,26 @@ from ._errors import (
 from ._lazy import loader as _loader
 
 if TYPE_CHECKING:
+    from .engine.caller.wait import (
+        AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
+        WaitIterator as WaitIterator,
+        ordered_wait as ordered_wait,
+        ordered_wait_async as ordered_wait_async,
+        unordered_wait as unordered_wait,
+        unordered_wait_async as unordered_wait_async,
+    )
     from .engine.clock import Clock as Clock, LoopClock as LoopClock
     from .engine.function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
     from .engine.model import (
         OperatorStatistics as OperatorStatistics,
         OutputMode as OutputMode,
         Watermark as Watermark,
+    )
+    from .engine.records.call_metrics import JoinMetrics as JoinMetrics
+    from .engine.records.record_schema import (
+        Field as Field,
+        Schema as Schema,
+        SchemaLike as SchemaLike,
     )
     from .engine.retry import (
         ExponentialBackoffRetry as ExponentialBackoffRetry,
@@ -36,14 +50,6 @@ if TYPE_CHECKING:
         pop_process_local as pop_process_local,
         process_local as process_local,
     )
-    from .engine.wait import (
-        AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
-        WaitIterator as WaitIterator,
-        ordered_wait as ordered_wait,
-        ordered_wait_async as ordered_wait_async,
-        unordered_wait as unordered_wait,
-        unordered_wait_async as unordered_wait_async,
-    )
     from .lookup.cache.full import (
         DimensionTooLarge as DimensionTooLarge,
         FullCache as FullCache,
@@ -54,7 +60,6 @@ if TYPE_CHECKING:
         CacheStatistics as CacheStatistics,
         LookupCache as LookupCache,
     )
-    from .lookup.dimension.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
     from .lookup.iterators import (
         lookup_chunks as lookup_chunks,
         lookup_chunks_async as lookup_chunks_async,
@@ -62,7 +67,6 @@ if TYPE_CHECKING:
     )
     from .lookup.join import LookupJoin as LookupJoin
     from .lookup.joined import JoinedChunk as JoinedChunk
-    from .lookup.metrics import JoinMetrics as JoinMetrics
     from .lookup.settings import chunk_rows as chunk_rows
     from .lookup.source import LookupSource as LookupSource
 
@@ -84,12 +88,12 @@ _LAZY: dict[str, str] = {
     "retry_on_empty": ".engine.retry",
     "pop_process_local": ".engine.runtime",
     "process_local": ".engine.runtime",
-    "AsyncWaitAsyncIterator": ".engine.wait",
-    "WaitIterator": ".engine.wait",
-    "ordered_wait": ".engine.wait",
-    "ordered_wait_async": ".engine.wait",
-    "unordered_wait": ".engine.wait",
-    "unordered_wait_async": ".engine.wait",
+    "AsyncWaitAsyncIterator": ".engine.caller.wait",
+    "WaitIterator": ".engine.caller.wait",
+    "ordered_wait": ".engine.caller.wait",
+    "ordered_wait_async": ".engine.caller.wait",
+    "unordered_wait": ".engine.caller.wait",
+    "unordered_wait_async": ".engine.caller.wait",
     "CacheStatistics": ".lookup.cache.settings",
     "LookupCache": ".lookup.cache.settings",
     "DimensionTooLarge": ".lookup.cache.full",
@@ -101,10 +105,10 @@ _LAZY: dict[str, str] = {
     "lookup_rows": ".lookup.iterators",
     "LookupJoin": ".lookup.join",
     "JoinedChunk": ".lookup.joined",
-    "JoinMetrics": ".lookup.metrics",
-    "Field": ".lookup.dimension.schema",
-    "Schema": ".lookup.dimension.schema",
-    "SchemaLike": ".lookup.dimension.schema",
+    "JoinMetrics": ".engine.records.call_metrics",
+    "Field": ".engine.records.record_schema",
+    "Schema": ".engine.records.record_schema",
+    "SchemaLike": ".engine.records.record_schema",
     "chunk_rows": ".lookup.settings",
     "LookupSource": ".lookup.source",
 }

@@ -49,8 +49,8 @@ from .engine.checks import (
 )
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
+from .engine.records.record_schema import Schema, SchemaLike
 from .lookup.cache.snapshot import ListableSource
-from .lookup.dimension.schema import Schema, SchemaLike
 from .lookup.lane.bulk import decode_documents, decode_texts
 from .lookup.lane.columnar import ColumnarAnswer, ColumnarSource, Decode, answer_from_mapping
 from .lookup.source import IncrementalSource, LookupSource, answers_as_completed

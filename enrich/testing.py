@@ -21,8 +21,8 @@ from typing import Any
 from ._errors import LookupFailed
 from .engine.function import AsyncFunction, ResultFuture
 from .engine.mailbox.hold import held_back
+from .engine.records.record_schema import Schema
 from .engine.runtime import in_loop_thread
-from .lookup.dimension.schema import Schema
 
 
 class _FakeTimer:

@@ -51,7 +51,7 @@ def check_sink(spec: Endpoint, where: str, *, streaming: bool | None) -> list[st
 
 def _check_schema(schema: str, where: str) -> None:
     from enrich._errors import SchemaError
-    from enrich.lookup.dimension import ddl
+    from enrich.engine.records import ddl
 
     try:
         ddl.parse_fields(schema)

@@ -8,11 +8,11 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from .._errors import DecodeError
+from ..engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator, _aiter
 from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
-from ..engine.wait import AsyncWaitAsyncIterator, WaitIterator, _aiter
+from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from .cache.full import FullCache
 from .cache.settings import LookupCache
 from .join import LookupJoin

@@ -30,6 +30,8 @@ from typing import Any
 from ..engine.clock import Clock, LoopClock
 from ..engine.function import AsyncFunction, ResultFuture
 from ..engine.mailbox.hold import Hold, current_hold
+from ..engine.records.call_metrics import JoinMetrics, record_concurrency
+from ..engine.records.failure import Failed
 from ..engine.retry import RetryStrategy
 from .cache.full import FullCache
 from .cache.settings import CacheStatistics, LookupCache
@@ -37,9 +39,8 @@ from .inflight.batcher import Batcher
 from .inflight.delivery import Delivery
 from .inflight.registry import Chunk, Registry
 from .inflight.settle import _MISS_RESULT as _MISS_RESULT, Settler
-from .joined import NULL_KEY, Failed
+from .joined import NULL_KEY
 from .keys import BadKey, admit_keys
-from .metrics import JoinMetrics, record_concurrency
 from .settings import DEFAULT_MAX_BATCH, JoinSettings
 from .source import LookupSource
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import LookupTimeout
+from ..engine.records.call_metrics import JoinMetrics
+from ..engine.records.failure import Failed, error_kind
+from ..engine.records.log_limit import LogLimit
 from .cache.settings import MISS
-from .inflight.log_limit import LogLimit
-from .metrics import JoinMetrics
 
 log = logging.getLogger("enrich.lookup")
 
@@ -19,15 +19,6 @@ log = logging.getLogger("enrich.lookup")
 FAILED_ROWS = LogLimit()
 
 NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
-
-
-class Failed:
-    """The answer of a key that failed: every row with that key gets the error."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 @dataclass(slots=True)
@@ -47,14 +38,6 @@ class JoinedChunk:
     indices: list[int]
     rows: list[tuple[Any, ...] | None]
     errors: list[str | None] | None
-
-
-def error_kind(error: BaseException) -> str:
-    """A short reason for metrics and error columns: "timeout", "status:503", ..."""
-    if isinstance(error, LookupTimeout):
-        return "timeout"
-    kind = getattr(error, "kind", None)
-    return kind if isinstance(kind, str) else type(error).__name__
 
 
 def assemble(

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import check_choice, check_instance, check_int, check_seconds, short
 from ..engine.model import OutputMode
+from ..engine.records.failure import ON_ERROR
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
+from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
 
 if TYPE_CHECKING:
     from .cache.full import FullCache
     from .cache.settings import LookupCache
 
 HOWS = ("left", "inner")
-ON_ERROR = ("fail", "null", "drop", "error_column")
 DEFAULT_MAX_BATCH = 500
 # Rows in flight per task for Spark lookups, unless set. Chunks are a quarter of that
 # (32768 rows), more than the 10,000 rows of the Arrow batches Spark hands over

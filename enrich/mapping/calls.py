@@ -39,10 +39,10 @@ from ..engine.function import (
     has_default_timeout,
     invoke_style,
 )
+from ..engine.records.call_metrics import JoinMetrics
+from ..engine.records.failure import Failed, error_kind
+from ..engine.records.log_limit import LogLimit
 from ..engine.retry import RetryStrategy
-from ..lookup.inflight.log_limit import LogLimit
-from ..lookup.joined import Failed, error_kind
-from ..lookup.metrics import JoinMetrics
 from .process import opened
 
 log = logging.getLogger("enrich.mapping")

@@ -5,7 +5,7 @@ output rows: a dict one row, a list of dicts one row each (an empty list none: t
 is dropped, as Flink's ``ResultFuture.complete([])``), None one row with null fields,
 and a :class:`~enrich.lookup.joined.Failed` what ``on_error`` says. A value is read into
 ``returns`` by the rules the lookups read stored values by
-(:mod:`enrich.lookup.dimension.coerce`: numbers, text, ISO timestamps, nested values);
+(:mod:`enrich.engine.records.coerce`: numbers, text, ISO timestamps, nested values);
 one that does not fit (a text where a number belongs, a float in an int field) is that
 row's error, naming the field, the type and the value, and never the task's unless
 ``on_error="fail"``. Fields the dict does not have are null; keys ``returns`` does not
@@ -22,9 +22,9 @@ import pyarrow as pa
 
 from .._errors import DecodeError
 from ..engine.checks import short
-from ..lookup.dimension.arrow_types import arrow_schema
-from ..lookup.joined import Failed, error_kind
-from ..lookup.metrics import JoinMetrics
+from ..engine.records.arrow_types import arrow_schema
+from ..engine.records.call_metrics import JoinMetrics
+from ..engine.records.failure import Failed, error_kind
 from .settings import MapSettings
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import check_choice, check_instance, check_int, check_non_negative, short
 from ..engine.model import OutputMode
+from ..engine.records.failure import ON_ERROR
+from ..engine.records.record_schema import Schema, SchemaLike
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_TIMEOUT, WaitSettings, check_mode, check_seconds
-from ..lookup.dimension.schema import Schema, SchemaLike
-from ..lookup.settings import ON_ERROR
+from ..engine.wait_settings import DEFAULT_TIMEOUT, WaitSettings, check_mode, check_seconds
 
 if TYPE_CHECKING:
     from enrich.protect import JobRateLimit

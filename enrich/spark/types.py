@@ -1,12 +1,12 @@
-"""Spark's types for the dimension's types (:mod:`enrich.lookup.dimension.types`)."""
+"""Spark's types for the dimension's types (:mod:`enrich.engine.records.data_types`)."""
 
 from __future__ import annotations
 
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructField, StructType
 
-from ..lookup.dimension import types
-from ..lookup.dimension.ddl import parse_type
+from ..engine.records import data_types as types
+from ..engine.records.ddl import parse_type
 
 _SPARK_TYPES: dict[str, DataType] = {
     "string": T.StringType(),

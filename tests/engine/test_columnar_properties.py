@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, retry_on_empty
+from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import get_loop
 from enrich.lookup.cache.settings import MISS
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
-from enrich.lookup.metrics import JoinMetrics
 from enrich.testing import ColumnarFakeSource, DeferredColumnarFakeSource
 
 pytestmark = pytest.mark.timeout(120)

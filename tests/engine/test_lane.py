@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache, LookupFailed, lookup_chunks
+from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import run_sync
 from enrich.lookup.join import _scope
 from enrich.lookup.joined import JoinedChunk
 from enrich.lookup.lane.columnar import ColumnarAnswer, Decode
 from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
-from enrich.lookup.metrics import JoinMetrics
 from enrich.testing import DeferredColumnarFakeSource
 
 pytestmark = pytest.mark.timeout(30)

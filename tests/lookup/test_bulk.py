@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import DecodeError, Schema
-from enrich.lookup.dimension.arrow_types import arrow_schema
+from enrich.engine.records.arrow_types import arrow_schema
 from enrich.lookup.lane.bulk import PerValue, decode_documents, decode_texts
 from enrich.lookup.lane.columnar import ColumnarAnswer, answer_from_mapping
 from tests.support.answers import outcomes

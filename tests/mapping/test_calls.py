@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from enrich import AsyncFunction, FixedDelayRetry, LookupTimeout, ResultFuture, retry_on_empty
-from enrich.engine.settings import WaitSettings
-from enrich.engine.wait import AsyncWaitAsyncIterator
-from enrich.lookup.joined import Failed
-from enrich.lookup.metrics import JoinMetrics
+from enrich.engine.caller.wait import AsyncWaitAsyncIterator
+from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.engine.records.failure import Failed
+from enrich.engine.wait_settings import WaitSettings
 from enrich.mapping import process
 from enrich.mapping.calls import BatchShapeError, call_for, user_retry
 from enrich.testing import FakeClock, drive

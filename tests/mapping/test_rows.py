@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from enrich import DecodeError
-from enrich.lookup.joined import Failed
-from enrich.lookup.metrics import JoinMetrics
+from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.engine.records.failure import Failed
 from enrich.mapping.rows import Assembler
 from enrich.mapping.settings import MapSettings
 

@@ -20,7 +20,7 @@ from ..mailbox.starter import Gate
 from ..model import OperatorStatistics
 from ..operator import Operator
 from ..runtime import get_loop, in_loop_thread
-from ..settings import WaitSettings
+from ..wait_settings import WaitSettings
 from .consumer import Consumer
 
 

@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from ..._errors import LookupFailed
 from ...engine.clock import Clock, LoopClock
+from ...engine.records.arrow_types import arrow_schema
+from ...engine.records.record_schema import Schema
 from ...engine.runtime import pop_process_local, process_local
-from ..dimension.arrow_types import arrow_schema
-from ..dimension.schema import Schema
 from ..lane.columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from ..source import LookupSource
 from .full import FullCache, FullCacheStatistics

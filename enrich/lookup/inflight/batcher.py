@@ -17,7 +17,7 @@ from typing import Any
 
 from ...engine.clock import Clock
 from ...engine.mailbox.hold import Hold, set_hold
-from ..metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics
 from ..source import LookupSource, hands_over_each
 from .registry import Registry
 

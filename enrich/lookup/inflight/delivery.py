@@ -17,9 +17,10 @@ from typing import Any
 
 from ..._errors import LookupTimeout
 from ...engine.function import ResultFuture
+from ...engine.records.call_metrics import JoinMetrics
+from ...engine.records.failure import Failed, error_kind
 from ..cache.settings import MISS
-from ..joined import Failed, JoinedChunk, assemble, error_kind, rows_by_key, take_answered
-from ..metrics import JoinMetrics
+from ..joined import JoinedChunk, assemble, rows_by_key, take_answered
 from .registry import Chunk, Registry
 
 _ONE_WAITER = {Chunk, type(None)}

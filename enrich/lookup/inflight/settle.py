@@ -16,9 +16,10 @@ from typing import Any
 from ..._errors import LookupFailed
 from ...engine.clock import Clock
 from ...engine.mailbox.hold import Hold
+from ...engine.records.call_metrics import JoinMetrics
+from ...engine.records.failure import Failed
 from ..cache.settings import MISS
-from ..joined import Failed, as_rows
-from ..metrics import JoinMetrics
+from ..joined import as_rows
 from ..settings import JoinSettings
 from .batcher import Batcher
 from .delivery import Delivery

@@ -2,8 +2,8 @@
 
 A store's answers are JSON, either as text (a Redis value) or as documents a JSON parser
 already built (the objects of an HTTP batch answer). Decoding them one by one
-(:meth:`~enrich.lookup.dimension.schema.Schema.coerce`, then a tuple per row) costs Python calls
-per value; the two decoders here build the struct's columns at C level instead:
+(:meth:`~enrich.engine.records.record_schema.Schema.coerce`, then a tuple per row) costs
+Python calls per value; the two decoders here build the struct's columns at C level instead:
 
 * :func:`decode_texts`: JSON objects joined with newlines, read at once by Arrow's JSON
   reader against the struct (a fixed cost of ~0.1-0.4 ms per call: for many values);
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from ..dimension.schema import Schema
+from ...engine.records.record_schema import Schema
 from .columnar import ColumnarAnswer
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by

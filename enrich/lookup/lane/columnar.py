@@ -23,7 +23,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import pyarrow as pa
 
-from ..dimension.schema import Schema
+from ...engine.records.record_schema import Schema
 
 Row = tuple[Any, ...]
 # A fetched answer's decode step: no arguments, no loop state, callable on any thread.

@@ -47,11 +47,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...engine.records.call_metrics import JoinMetrics
+from ...engine.records.failure import Failed
 from ...engine.retry import RetryStrategy
 from ...engine.runtime import get_loop
 from ..cache.settings import MISS, LookupCache
-from ..joined import NULL_KEY, Failed, JoinedChunk, assemble
-from ..metrics import JoinMetrics
+from ..joined import NULL_KEY, JoinedChunk, assemble
 from .calls import LaneCalls, Resolved
 from .columnar import ColumnarAnswer, ColumnarSource, struct_rows
 from .resolve import ChunkResolver

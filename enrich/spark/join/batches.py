@@ -17,16 +17,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...engine.wait import WaitIterator
+from ...engine.caller.wait import WaitIterator
+from ...engine.records.arrow_types import arrow_schema
+from ...engine.records.call_metrics import JoinMetrics, record_concurrency
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.full_source import with_full_cache
 from ...lookup.cache.settings import LookupCache
-from ...lookup.dimension.arrow_types import arrow_schema
 from ...lookup.iterators import join_chunks
 from ...lookup.joined import JoinedChunk
 from ...lookup.lane.columnar import ColumnarSource
 from ...lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
-from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.source import LookupSource
 from ..metrics.rows import observed_batches, report

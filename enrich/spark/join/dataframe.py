@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from ...engine.model import OutputMode
-from ...engine.settings import DEFAULT_TIMEOUT
+from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
 from ..types import spark_type
 

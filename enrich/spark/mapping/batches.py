@@ -21,11 +21,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...engine.caller.wait import WaitIterator
 from ...engine.clock import LoopClock
+from ...engine.records.arrow_types import arrow_schema
+from ...engine.records.call_metrics import JoinMetrics, record_concurrency
 from ...engine.runtime import get_loop, run_sync
-from ...engine.wait import WaitIterator
-from ...lookup.dimension.arrow_types import arrow_schema
-from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...mapping.calls import call_for, user_retry
 from ...mapping.rows import Assembler
 from ...mapping.settings import MapSettings

@@ -18,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ...engine.caller.wait import WaitIterator
 from ...engine.clock import LoopClock
+from ...engine.records.call_metrics import JoinMetrics
 from ...engine.runtime import get_loop, run_sync
-from ...engine.wait import WaitIterator
-from ...lookup.metrics import JoinMetrics
 from ...mapping.calls import call_for, user_retry
 from ...mapping.rows import Assembler
 from ..metrics.rows import report

@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
-from ...lookup.metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics
 from .rows import COUNTERS, LEVELS, METRICS_COLUMN
 
 __all__ = ("PREFIX", "metrics_field", "observed", "observed_statistics", "observed_values")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ...lookup.metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics
 
 __all__ = (
     "METRICS_COLUMN",

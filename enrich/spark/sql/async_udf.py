@@ -36,8 +36,8 @@ except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same arrays
     arrow_udf = None  # type: ignore[assignment]
 
 from ...engine.model import OutputMode
-from ...engine.settings import DEFAULT_TIMEOUT
-from ...lookup.dimension.schema import SchemaLike
+from ...engine.records.record_schema import SchemaLike
+from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
 from ..mapping.batches import MapPlan
 from ..mapping.dataframe import check_function

@@ -58,7 +58,7 @@ except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same lane, 
 
 from ...engine.model import OutputMode
 from ...engine.retry import RetryStrategy
-from ...engine.settings import DEFAULT_TIMEOUT
+from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.cache.settings import LookupCache
 from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ...lookup.source import LookupSource

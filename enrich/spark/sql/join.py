@@ -45,7 +45,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     ) from exc
 
 from ...engine.retry import RetryStrategy
-from ...engine.settings import DEFAULT_TIMEOUT
+from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.settings import LookupCache
 from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings

@@ -3,11 +3,11 @@
 The types are Spark SQL's: scalars (``string``, ``tinyint`` ... ``bigint``, ``float``,
 ``double``, ``decimal(p,s)``, ``boolean``, ``binary``, ``date``, ``timestamp``,
 ``timestamp_ntz``) and nested ``array<T>``, ``map<K,V>`` and ``struct<a: T, ...>``.
-:mod:`enrich.lookup.dimension.ddl` parses DDL text into them; ``str(t)`` is the canonical DDL.
+:mod:`enrich.engine.records.ddl` parses DDL text into them; ``str(t)`` is the canonical DDL.
 The parser builds these types, so this module does not import it: it registers itself
 here (:func:`read_ddl_with`) when imported, which importing :mod:`enrich` always does.
 
-Nothing here imports pyarrow or pyspark: :mod:`enrich.lookup.dimension.arrow_types` and
+Nothing here imports pyarrow or pyspark: :mod:`enrich.engine.records.arrow_types` and
 :func:`enrich.spark.spark_type` map these types to theirs.
 """
 
@@ -168,17 +168,17 @@ def check_unique(names: Any) -> None:
 
 def _no_parser(text: str, *, field: str | None = None) -> DataType:
     raise SchemaError(  # pragma: no cover - importing enrich registers the parser
-        f"field {field!r}: DDL text {text!r} needs enrich.lookup.dimension.ddl, which was "
+        f"field {field!r}: DDL text {text!r} needs enrich.engine.records.ddl, which was "
         "not imported"
     )
 
 
-# DDL text -> type, for ``Field(name, "text")``: enrich.lookup.dimension.ddl's parse_type.
+# DDL text -> type, for ``Field(name, "text")``: enrich.engine.records.ddl's parse_type.
 _parse_type: Callable[..., DataType] = _no_parser
 
 
 def read_ddl_with(parse_type: Callable[..., DataType]) -> None:
     """Make ``parse_type(text, field=name)`` the reader of DDL text given as a field's
-    type (called once, by :mod:`enrich.lookup.dimension.ddl` when it is imported)."""
+    type (called once, by :mod:`enrich.engine.records.ddl` when it is imported)."""
     global _parse_type
     _parse_type = parse_type

@@ -1,11 +1,11 @@
 """Dimension schemas: the typed fields a lookup adds to each row.
 
 A schema is written as Spark DDL (``"name string, price decimal(10,2), tags
-array<string>"``, see :mod:`enrich.lookup.dimension.types` for what parses), a mapping
+array<string>"``, see :mod:`enrich.engine.records.data_types` for what parses), a mapping
 ``{"name": "string"}`` or a sequence of ``(name, type)`` pairs (types as DDL text or
-:class:`~enrich.lookup.dimension.types.DataType` objects). Values read from a store (JSON
+:class:`~enrich.engine.records.data_types.DataType` objects). Values read from a store (JSON
 documents, Redis hashes of byte strings) are converted field by field by the rules of
-:mod:`enrich.lookup.dimension.coerce`; a value that does not fit raises :class:`~enrich.DecodeError`
+:mod:`enrich.engine.records.coerce`; a value that does not fit raises :class:`~enrich.DecodeError`
 naming the field (a dotted path inside a nested value) and the value, so one bad row
 never fails a job.
 """
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Union
 
 from ..._errors import DecodeError, SchemaError
-from ...engine.checks import short
+from ..checks import short
 from .coerce import ERRORS, Converter, Unfit, converter, has_decimal, json_loads, native
+from .data_types import Field, check_unique
 from .ddl import parse_fields
-from .types import Field, check_unique
 
 __all__ = ("Field", "Schema", "SchemaLike", "short")
 

@@ -1,6 +1,6 @@
 """Converters of raw scalar values (JSON values, Redis byte strings) into atomic types.
 
-The rules are listed in :mod:`enrich.lookup.dimension.coerce`, which builds on these:
+The rules are listed in :mod:`enrich.engine.records.coerce`, which builds on these:
 :data:`ATOMIC` maps an atomic type's name to its converter, :func:`decimal_converter` builds one for
 ``decimal(p,s)``, :data:`NATIVE` names the Python types that pass unconverted. A value
 that does not fit raises TypeError, ValueError or ArithmeticError.

@@ -14,15 +14,15 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from .caller.consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
-from .caller.drive import Run, run_async, run_sync
-from .clock import Clock
-from .function import as_async_function
-from .mailbox.starter import Gate
-from .model import OperatorStatistics, OutputMode
-from .operator import Operator
-from .retry import RetryStrategy
-from .settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings
+from ..clock import Clock
+from ..function import as_async_function
+from ..mailbox.starter import Gate
+from ..model import OperatorStatistics, OutputMode
+from ..operator import Operator
+from ..retry import RetryStrategy
+from ..wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings
+from .consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
+from .drive import Run, run_async, run_sync
 
 
 class WaitIterator(Iterator[Any]):

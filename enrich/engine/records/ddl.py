@@ -1,4 +1,4 @@
-"""Spark DDL text parsed into dimension types (:mod:`enrich.lookup.dimension.types`).
+"""Spark DDL text parsed into dimension types (:mod:`enrich.engine.records.data_types`).
 
 The parser reads what Spark's DDL parser reads for a schema: keywords in any case, a colon
 between a name and its type or not, backquoted names (```my field```, with ``````
@@ -16,7 +16,7 @@ import re
 from typing import Any, NoReturn
 
 from ..._errors import SchemaError
-from .types import (
+from .data_types import (
     ArrayType,
     AtomicType,
     DataType,

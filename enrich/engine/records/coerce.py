@@ -29,7 +29,7 @@ byte string, or a Python value already of the type. The rules, each one tested:
   unless declared ``NOT NULL``; map keys are converted from their text.
 
 A value that does not fit raises :class:`Unfit` (nested: with its path inside the value),
-or TypeError/ValueError/ArithmeticError; :class:`~enrich.lookup.dimension.schema.Schema` turns
+or TypeError/ValueError/ArithmeticError; :class:`~enrich.engine.records.record_schema.Schema` turns
 both into a :class:`~enrich.DecodeError` naming the field and the value.
 """
 
@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from .data_types import ArrayType, AtomicType, DataType, DecimalType, MapType, StructType
 from .scalars import ATOMIC, NATIVE, Converter as Converter, decimal_converter
-from .types import ArrayType, AtomicType, DataType, DecimalType, MapType, StructType
 
 try:
     import orjson

@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from .data_types import ArrayType, AtomicType, DataType, DecimalType, MapType, StructType
 from .ddl import parse_type
-from .types import ArrayType, AtomicType, DataType, DecimalType, MapType, StructType
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .schema import Schema
+    from .record_schema import Schema
 
 __all__ = ("arrow_type", "arrow_schema")
 
