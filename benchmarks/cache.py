@@ -166,7 +166,7 @@ def spark_section(spark: Any, url: str) -> tuple[str, dict[str, float]]:
 
 def in_process_section(url: str) -> tuple[str, dict[str, float]]:
     """The worker-side function alone, no Spark: the same paths over Arrow batches."""
-    from enrich.lookup.settings import JoinSettings
+    from enrich.lookup.join_settings import JoinSettings
     from enrich.spark.join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 
     source = RedisLookup(url, key_template="user:{}", value="json", schema=Schema.of(SCHEMA))

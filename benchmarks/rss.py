@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from connectors.redis import RedisLookup
 from enrich import LookupCache
 from enrich.demo.local import local_redis
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from enrich.spark.join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 
 from ._report import table, write

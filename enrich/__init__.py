@@ -56,19 +56,19 @@ if TYPE_CHECKING:
         FullCacheStatistics as FullCacheStatistics,
     )
     from .lookup.cache.full_source import FullCacheSource as FullCacheSource
-    from .lookup.cache.settings import (
+    from .lookup.cache.lookup_cache import (
         CacheStatistics as CacheStatistics,
         LookupCache as LookupCache,
     )
+    from .lookup.contract.lookup_source import LookupSource as LookupSource
     from .lookup.iterators import (
         lookup_chunks as lookup_chunks,
         lookup_chunks_async as lookup_chunks_async,
         lookup_rows as lookup_rows,
     )
-    from .lookup.join import LookupJoin as LookupJoin
-    from .lookup.joined import JoinedChunk as JoinedChunk
-    from .lookup.settings import chunk_rows as chunk_rows
-    from .lookup.source import LookupSource as LookupSource
+    from .lookup.join_settings import chunk_rows as chunk_rows
+    from .lookup.outcome import JoinedChunk as JoinedChunk
+    from .lookup.per_row.lookup_join import LookupJoin as LookupJoin
 
 # Where each public name lives, imported on first use (PEP 562): a process that needs one
 # part of the package (the Redis data sources' driver-side runner, which Spark starts
@@ -94,8 +94,8 @@ _LAZY: dict[str, str] = {
     "ordered_wait_async": ".engine.caller.wait",
     "unordered_wait": ".engine.caller.wait",
     "unordered_wait_async": ".engine.caller.wait",
-    "CacheStatistics": ".lookup.cache.settings",
-    "LookupCache": ".lookup.cache.settings",
+    "CacheStatistics": ".lookup.cache.lookup_cache",
+    "LookupCache": ".lookup.cache.lookup_cache",
     "DimensionTooLarge": ".lookup.cache.full",
     "FullCache": ".lookup.cache.full",
     "FullCacheStatistics": ".lookup.cache.full",
@@ -103,14 +103,14 @@ _LAZY: dict[str, str] = {
     "lookup_chunks": ".lookup.iterators",
     "lookup_chunks_async": ".lookup.iterators",
     "lookup_rows": ".lookup.iterators",
-    "LookupJoin": ".lookup.join",
-    "JoinedChunk": ".lookup.joined",
+    "LookupJoin": ".lookup.per_row.lookup_join",
+    "JoinedChunk": ".lookup.outcome",
     "JoinMetrics": ".engine.records.call_metrics",
     "Field": ".engine.records.record_schema",
     "Schema": ".engine.records.record_schema",
     "SchemaLike": ".engine.records.record_schema",
-    "chunk_rows": ".lookup.settings",
-    "LookupSource": ".lookup.source",
+    "chunk_rows": ".lookup.join_settings",
+    "LookupSource": ".lookup.contract.lookup_source",
 }
 
 

@@ -9,7 +9,7 @@ import inspect
 from typing import Any
 
 import enrich
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from jobs._files import ConfigError
 from jobs._options import did_you_mean
 

@@ -3,7 +3,7 @@
 The operator's records are ``(position, row)`` pairs: ``position`` says where the row's
 outputs go, ``row`` is the dict the user's function receives. Every record completes with
 exactly one output, ``(position, result)``: the function's own result (a dict, a list of
-dicts, None), or :class:`~enrich.lookup.joined.Failed` with the error the ``on_error``
+dicts, None), or :class:`~enrich.lookup.outcome.Failed` with the error the ``on_error``
 policy kept. So the caller counts each row once, whatever it became; turning results
 into columns is :mod:`.rows`'s job.
 

@@ -3,7 +3,7 @@
 Each record's one output ``(position, result)`` (see :mod:`.calls`) becomes zero or more
 output rows: a dict one row, a list of dicts one row each (an empty list none: the row
 is dropped, as Flink's ``ResultFuture.complete([])``), None one row with null fields,
-and a :class:`~enrich.lookup.joined.Failed` what ``on_error`` says. A value is read into
+and a :class:`~enrich.lookup.outcome.Failed` what ``on_error`` says. A value is read into
 ``returns`` by the rules the lookups read stored values by
 (:mod:`enrich.engine.records.coerce`: numbers, text, ISO timestamps, nested values);
 one that does not fit (a text where a number belongs, a float in an int field) is that

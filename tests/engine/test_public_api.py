@@ -28,11 +28,12 @@ def test_the_package_loads_its_parts_on_first_use() -> None:
     # The Redis data sources' runners import enrich.spark.streams / sink: the package
     # must not load the engine, the lookups and numpy with them.
     code = (
-        "import sys, enrich; loaded = 'numpy' in sys.modules or 'enrich.lookup.cache.settings' in "
-        "sys.modules; print(loaded, enrich.LookupCache.__module__)"
+        "import sys, enrich; loaded = 'numpy' in sys.modules or "
+        "'enrich.lookup.cache.lookup_cache' in sys.modules; "
+        "print(loaded, enrich.LookupCache.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "enrich.lookup.cache.settings"]
+    assert out.stdout.split() == ["False", "enrich.lookup.cache.lookup_cache"]
 
 
 def test_the_engine_imports_no_pyspark() -> None:
@@ -77,4 +78,6 @@ def test_settings_are_keyword_arguments_not_an_exported_object() -> None:
     # settings object itself; users never need the class, only the chunk size it derives.
     assert "JoinSettings" not in enrich.__all__
     assert "chunk_rows" in enrich.__all__
-    assert enrich.chunk_rows(100) == enrich.lookup.settings.JoinSettings(capacity=100).chunk_rows
+    assert (
+        enrich.chunk_rows(100) == enrich.lookup.join_settings.JoinSettings(capacity=100).chunk_rows
+    )

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.spark import SCHEMA, mget_arrow_per_batch, mget_per_batch
 from connectors.redis import RedisLookup
 from enrich.demo.dimension_service import user
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from enrich.spark.join.batches import JoinPlan, enrich_batches
 
 pytest.importorskip("pandas")

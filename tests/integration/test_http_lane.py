@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from enrich.spark.join.batches import JoinPlan, enrich_batches
 from tests.integration.conftest import MakeHttp
 from tests.spark.sources import RowByRow

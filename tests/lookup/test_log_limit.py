@@ -9,8 +9,8 @@ import pytest
 from enrich import JoinMetrics, SourceUnavailable
 from enrich.engine.records.failure import Failed
 from enrich.engine.records.log_limit import LogLimit
-from enrich.lookup import joined
-from enrich.lookup.joined import assemble
+from enrich.lookup import outcome as joined
+from enrich.lookup.outcome import assemble
 
 
 class Clock:

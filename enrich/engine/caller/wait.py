@@ -188,7 +188,8 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
         return self._run.operator
 
 
-async def _aiter(inputs: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+async def as_async_iterable(inputs: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
+    """``inputs`` (a plain or an async iterable) as an async iterator."""
     if isinstance(inputs, AsyncIterable):
         async for item in inputs:
             yield item

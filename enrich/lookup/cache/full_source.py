@@ -22,9 +22,10 @@ from ...engine.clock import Clock, LoopClock
 from ...engine.records.arrow_types import arrow_schema
 from ...engine.records.record_schema import Schema
 from ...engine.runtime import pop_process_local, process_local
-from ..lane.columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
-from ..source import LookupSource
+from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, answer_from_mapping
+from ..contract.lookup_source import LookupSource
 from .full import FullCache, FullCacheStatistics
+from .lookup_cache import cache_scope
 from .snapshot import Dimension, ListableSource
 
 
@@ -69,7 +70,7 @@ class FullCacheSource:
         self.__dict__.update(state, _clock=None, _wall=None)
 
     def _key(self) -> tuple[str, str, Any]:
-        return ("enrich.full_cache", self.cache.token, _scope(self.source))
+        return ("enrich.full_cache", self.cache.token, cache_scope(self.source))
 
     def dimension(self) -> Dimension:
         """This process's state of the cache (made on first use, on the running loop)."""
@@ -174,7 +175,7 @@ class FullCacheSource:
         return self.source == other.source and self.cache.token == other.cache.token
 
     def __hash__(self) -> int:
-        return hash((_scope(self.source), self.cache.token))
+        return hash((cache_scope(self.source), self.cache.token))
 
 
 def with_full_cache(source: Any, cache: Any, clock: Clock | None = None) -> Any:
@@ -183,11 +184,3 @@ def with_full_cache(source: Any, cache: Any, clock: Clock | None = None) -> Any:
     if isinstance(cache, FullCache) and not isinstance(source, FullCacheSource):
         return FullCacheSource(source, cache, clock=clock)
     return source
-
-
-def _scope(source: Any) -> Any:
-    try:
-        hash(source)
-        return (type(source).__qualname__, source)
-    except TypeError:
-        return (type(source).__qualname__, repr(source))

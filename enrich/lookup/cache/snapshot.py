@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import pyarrow as pa
 
 from ...engine.clock import Clock, Timer
-from ..lane.columnar import ColumnarAnswer, tuples_to_struct
+from ..contract.columnar_answer import ColumnarAnswer, tuples_to_struct
 from .full import DimensionTooLarge, FullCache, FullCacheStatistics
 
 log = logging.getLogger("enrich.lookup.cache.full")

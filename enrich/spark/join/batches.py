@@ -22,13 +22,12 @@ from ...engine.records.arrow_types import arrow_schema
 from ...engine.records.call_metrics import JoinMetrics, record_concurrency
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.full_source import with_full_cache
-from ...lookup.cache.settings import LookupCache
+from ...lookup.contract.lookup_source import LookupSource
+from ...lookup.engines import columnar_lane
 from ...lookup.iterators import join_chunks
-from ...lookup.joined import JoinedChunk
-from ...lookup.lane.columnar import ColumnarSource
-from ...lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
-from ...lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
-from ...lookup.source import LookupSource
+from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
+from ...lookup.lane.run import ColumnarLane
+from ...lookup.outcome import ColumnarJoined, JoinedChunk
 from ..metrics.rows import observed_batches, report
 
 
@@ -89,26 +88,7 @@ class JoinPlan:
         """The columnar lane for key columns like ``keys``, or None when the join takes
         the per-row path: a composite key, a key type the lane does not take, a source
         without ``lookup_arrow``."""
-        if len(self.on) > 1 or not is_columnar_key(keys):  # on=(): the SQL function
-            return None
-        if not isinstance(self.source, ColumnarSource):
-            return None
-        # The source decodes by the dimension's own field names, not the output
-        # columns' (a prefix renames those).
-        fields = list(arrow_schema(self.source.schema))
-        settings = self.settings
-        return ColumnarLane(
-            self.source,
-            pa.struct(fields),
-            how=settings.how,
-            on_error=settings.on_error,
-            cache=settings.cache if isinstance(settings.cache, LookupCache) else None,
-            timeout=settings.timeout,
-            capacity=settings.capacity,
-            max_batch=settings.max_batch,
-            metrics=JoinMetrics(),
-            retry=settings.retry,
-        )
+        return columnar_lane(self.source, self.settings, keys, len(self.on))
 
     def report(self, run: WaitIterator | ColumnarLane) -> JoinMetrics | None:
         """Add the run's metrics to the accumulator (once per task), under

@@ -12,14 +12,14 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from ...engine.model import OutputMode
 from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
+from ...lookup.join_settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
 from ..types import spark_type
 
 if TYPE_CHECKING:
     from ...engine.retry import RetryStrategy
     from ...lookup.cache.full import FullCache
-    from ...lookup.cache.settings import LookupCache
-    from ...lookup.source import LookupSource
+    from ...lookup.cache.lookup_cache import LookupCache
+    from ...lookup.contract.lookup_source import LookupSource
 
 
 def lookup_join(
@@ -110,7 +110,7 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
-    from ...lookup.source import LookupSource
+    from ...lookup.contract.lookup_source import LookupSource
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
     from ..sink.joined import SinkJoin, mark

@@ -1,6 +1,6 @@
 """The key rule for Spark: which column types a lookup key may come from.
 
-The rule is :mod:`enrich.lookup.keys`' (a key part is a str, an int or bytes), read as
+The rule is :mod:`enrich.lookup.key_rule`' (a key part is a str, an int or bytes), read as
 column types: ``string`` (and ``char``/``varchar``), the integral types ``tinyint`` to
 ``bigint``, and ``binary``. Any other key column (``double``, ``float``, ``decimal``,
 ``boolean``, ``timestamp``, ``date``, ``array``, ``map``, ``struct``, ...) would fail

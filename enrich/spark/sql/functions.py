@@ -59,9 +59,9 @@ except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same lane, 
 from ...engine.model import OutputMode
 from ...engine.retry import RetryStrategy
 from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...lookup.cache.settings import LookupCache
-from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
-from ...lookup.source import LookupSource
+from ...lookup.cache.lookup_cache import LookupCache
+from ...lookup.contract.lookup_source import LookupSource
+from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
 from ..join.keys import checked_key_arrays
 from ..metrics.accumulator import register

@@ -47,9 +47,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from ...engine.retry import RetryStrategy
 from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.cache.full import FullCache
-from ...lookup.cache.settings import LookupCache
-from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
-from ...lookup.source import LookupSource
+from ...lookup.cache.lookup_cache import LookupCache
+from ...lookup.contract.lookup_source import LookupSource
+from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan
 from ..join.dataframe import join_columns
 from ..join.lane_push import LanePush

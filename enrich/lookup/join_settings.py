@@ -21,7 +21,7 @@ from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettin
 
 if TYPE_CHECKING:
     from .cache.full import FullCache
-    from .cache.settings import LookupCache
+    from .cache.lookup_cache import LookupCache
 
 HOWS = ("left", "inner")
 DEFAULT_MAX_BATCH = 500
@@ -101,7 +101,7 @@ class JoinSettings:
         error_column: str = "enrich_error",
     ) -> None:
         from .cache.full import FullCache
-        from .cache.settings import LookupCache
+        from .cache.lookup_cache import LookupCache
 
         checked = {
             "how": check_choice("how", how, HOWS),

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...engine.records.record_schema import Schema
-from .columnar import ColumnarAnswer
+from .columnar_answer import ColumnarAnswer
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
 # tests/redis/test_arrow.py and tests/http/test_arrow.py): any mismatch is a refusal

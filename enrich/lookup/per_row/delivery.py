@@ -19,8 +19,8 @@ from ..._errors import LookupTimeout
 from ...engine.function import ResultFuture
 from ...engine.records.call_metrics import JoinMetrics
 from ...engine.records.failure import Failed, error_kind
-from ..cache.settings import MISS
-from ..joined import JoinedChunk, assemble, rows_by_key, take_answered
+from ..cache.lookup_cache import MISS
+from ..outcome import JoinedChunk, assemble, rows_by_key, take_answered
 from .registry import Chunk, Registry
 
 _ONE_WAITER = {Chunk, type(None)}

@@ -1,16 +1,26 @@
-"""What a chunk's rows become: their outcomes assembled into output rows, as columns."""
+"""What both lookup engines hand out, and the outcomes they share.
+
+A chunk's rows become either a :class:`JoinedChunk` (rows as Python values, assembled
+row by row from their keys' outcomes by :func:`assemble`: the per-row join always, the
+columnar lane for a chunk with an error, a 1:N key or a timeout) or a
+:class:`ColumnarJoined` (one dimension struct per row, taken by index: the columnar
+lane's common case). A key's outcome is its rows (a tuple, or a list for 1:N),
+:data:`~enrich.lookup.cache.lookup_cache.MISS`, :data:`NULL_KEY` or a
+:class:`~enrich.engine.records.failure.Failed`; a miss is offered to a retry strategy's
+``retry_on_result`` predicate as :data:`MISS_RESULT` by both engines.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.records.call_metrics import JoinMetrics
 from ..engine.records.failure import Failed, error_kind
 from ..engine.records.log_limit import LogLimit
-from .cache.settings import MISS
+from .cache.lookup_cache import MISS
 
 log = logging.getLogger("enrich.lookup")
 
@@ -18,7 +28,17 @@ log = logging.getLogger("enrich.lookup")
 # them all): a store that is down fails every row of every batch.
 FAILED_ROWS = LogLimit()
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
+
+
+class _MissResult(list):  # type: ignore[type-arg]
+    is_miss = True
+
+
+MISS_RESULT = _MissResult()  # what a miss looks like to a retry_on_result predicate
 
 
 @dataclass(slots=True)
@@ -38,6 +58,21 @@ class JoinedChunk:
     indices: list[int]
     rows: list[tuple[Any, ...] | None]
     errors: list[str | None] | None
+
+
+@dataclass(slots=True)
+class ColumnarJoined:
+    """A chunk joined on the columnar lane.
+
+    Attributes:
+        tag: the chunk's tag, as given.
+        structs: one dimension struct per input row (null: nothing joined).
+        keep: the rows that stay (an inner join's filter), or None for all of them.
+    """
+
+    tag: Any
+    structs: pa.StructArray
+    keep: pa.Array | None
 
 
 def assemble(

@@ -24,7 +24,13 @@ import pyarrow as pa
 
 from ..._errors import LookupTimeout
 from ...engine.mailbox.hold import Deadline
-from .columnar import ColumnarAnswer, ColumnarSource, Decode, concat_answers, rows_to_struct
+from ..contract.columnar_answer import (
+    ColumnarAnswer,
+    ColumnarSource,
+    Decode,
+    concat_answers,
+    rows_to_struct,
+)
 
 
 @dataclass(slots=True)
@@ -45,7 +51,7 @@ class Resolved:
 
     ``parts``, when set, are the answer still to settle on the task thread (aligned with
     the asked keys, in order), and ``probe`` what the cache held for the other keys
-    (a :class:`~enrich.lookup.lane.cache.CacheProbe`, or None without a cache);
+    (a :class:`~enrich.lookup.lane.cache_probe.CacheProbe`, or None without a cache);
     ``probe`` without ``parts``: the cache held every key, and the task thread takes
     the rows from the probe; otherwise ``answer`` is the answer."""
 

@@ -14,10 +14,10 @@ and a row that times out leaves the shared request). Under UNORDERED, the rows o
 chunk that are answered leave at once, and free their capacity, without waiting for
 their chunk-mates.
 
-The join glues its parts: :mod:`~enrich.lookup.inflight.registry` (which chunks wait for which
-key, calls made, pending retries), :mod:`~enrich.lookup.inflight.batcher` (pending keys into
-requests), :mod:`~enrich.lookup.inflight.settle` (each answer cached, retried or handed on under
-the error policy), :mod:`~enrich.lookup.inflight.delivery` (answers into chunks, rows out); the
+The join glues its parts: :mod:`~enrich.lookup.per_row.registry` (which chunks wait for which
+key, calls made, pending retries), :mod:`~enrich.lookup.per_row.batcher` (pending keys into
+requests), :mod:`~enrich.lookup.per_row.settle` (each answer cached, retried or handed on under
+the error policy), :mod:`~enrich.lookup.per_row.delivery` (answers into chunks, rows out); the
 admission of chunks is its own.
 """
 
@@ -27,22 +27,22 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine.clock import Clock, LoopClock
-from ..engine.function import AsyncFunction, ResultFuture
-from ..engine.mailbox.hold import Hold, current_hold
-from ..engine.records.call_metrics import JoinMetrics, record_concurrency
-from ..engine.records.failure import Failed
-from ..engine.retry import RetryStrategy
-from .cache.full import FullCache
-from .cache.settings import CacheStatistics, LookupCache
-from .inflight.batcher import Batcher
-from .inflight.delivery import Delivery
-from .inflight.registry import Chunk, Registry
-from .inflight.settle import _MISS_RESULT as _MISS_RESULT, Settler
-from .joined import NULL_KEY
-from .keys import BadKey, admit_keys
-from .settings import DEFAULT_MAX_BATCH, JoinSettings
-from .source import LookupSource
+from ...engine.clock import Clock, LoopClock
+from ...engine.function import AsyncFunction, ResultFuture
+from ...engine.mailbox.hold import Hold, current_hold
+from ...engine.records.call_metrics import JoinMetrics, record_concurrency
+from ...engine.records.failure import Failed
+from ...engine.retry import RetryStrategy
+from ..cache.full import FullCache
+from ..cache.lookup_cache import CacheStatistics, LookupCache, cache_scope
+from ..contract.lookup_source import LookupSource
+from ..join_settings import DEFAULT_MAX_BATCH, JoinSettings
+from ..key_rule import BadKey, admit_keys
+from ..outcome import NULL_KEY
+from .batcher import Batcher
+from .delivery import Delivery
+from .registry import Chunk, Registry
+from .settle import Settler
 
 
 class LookupJoin(AsyncFunction):
@@ -51,7 +51,7 @@ class LookupJoin(AsyncFunction):
     Each record the operator gives it is a chunk ``(tag, keys)``: ``keys[i]`` is the key
     of row ``i`` (a scalar, a tuple for a composite key, or None, which joins nothing).
     A key part is a ``str``, an ``int`` (not a ``bool``) or ``bytes``; a row whose key is
-    anything else fails alone, under ``on_error`` (see :mod:`enrich.lookup.keys`).
+    anything else fails alone, under ``on_error`` (see :mod:`enrich.lookup.key_rule`).
     It completes each chunk with one :class:`JoinedChunk`. Use :func:`lookup_rows` or
     ``enrich.spark.lookup_join`` rather than driving it by hand.
 
@@ -75,7 +75,7 @@ class LookupJoin(AsyncFunction):
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
 
-    The settings are checked once, into a :class:`~enrich.lookup.settings.JoinSettings`
+    The settings are checked once, into a :class:`~enrich.lookup.join_settings.JoinSettings`
     (a bad one raises ``ValueError`` naming it and its value); entry points that built
     one already use :meth:`from_settings`.
 
@@ -116,7 +116,7 @@ class LookupJoin(AsyncFunction):
 
     def _setup(self, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> None:
         if isinstance(settings.cache, FullCache):  # the snapshot answers: no store to fill
-            from .cache.full_source import with_full_cache
+            from ..cache.full_source import with_full_cache
 
             source = with_full_cache(source, settings.cache, clock)
             settings = settings.without_cache()
@@ -161,7 +161,7 @@ class LookupJoin(AsyncFunction):
         self._hold = current_hold()
         self._batcher.open(loop, self._clock, self._hold)
         if isinstance(self.cache, LookupCache):
-            self._store = self.cache.storage(_scope(self.source))
+            self._store = self.cache.storage(cache_scope(self.source))
         self._settler.open(self._clock, self._store, self._hold)
 
     def close(self) -> None:
@@ -268,12 +268,3 @@ def _stand_in_bad_keys(chunk: Chunk, keys: list[Any]) -> list[Any]:
             chunk.answers[key] = Failed(key.error)
             chunk.simple = False
     return keys
-
-
-def _scope(source: LookupSource) -> Any:
-    """What tells one source from another for a shared cache: its settings."""
-    try:
-        hash(source)
-        return (type(source).__qualname__, source)
-    except TypeError:
-        return (type(source).__qualname__, repr(source))

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..engine.records.record_schema import Schema
+from ...engine.records.record_schema import Schema
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...engine.checks import check_int, check_seconds
 from ...engine.runtime import process_local
@@ -58,3 +59,14 @@ class LookupCache:
     def storage(self, scope: Hashable) -> CacheStore:
         """This process's store for this cache and ``scope`` (the source it caches)."""
         return process_local(("enrich.cache", self.token, scope), lambda: CacheStore(self))
+
+
+def cache_scope(source: Any) -> Hashable:
+    """What tells one source from another for a shared cache: its settings (the source
+    itself when it hashes, else its repr), with its class. The per-row join, the
+    columnar lane and the full cache of one source meet in one store through it."""
+    try:
+        hash(source)
+        return (type(source).__qualname__, source)
+    except TypeError:
+        return (type(source).__qualname__, repr(source))

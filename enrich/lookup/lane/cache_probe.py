@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache.store import MISS, CacheStore
-from .columnar import ColumnarAnswer, tuples_to_struct
+from ..contract.columnar_answer import ColumnarAnswer, tuples_to_struct
 from .entries import cacheable, needed, slab_entries, slab_slots
 from .slab import ArrowSlab
 

@@ -1,8 +1,9 @@
 """Per-key retries of the columnar lane: the per-row join's rules, over Arrow answers.
 
-The rules are :class:`~enrich.lookup.join.LookupJoin`'s: a key is asked again when its
-error is retryable (``should_retry_exception``) or it missed and the strategy retries
-empty results (``should_retry_result``); ``max_attempts`` counts every call; when a retry
+The rules are the per-row join's (:class:`~enrich.lookup.per_row.lookup_join.LookupJoin`):
+a key is asked again when its error is retryable (``should_retry_exception``) or it missed
+and the strategy retries empty results (``should_retry_result``); ``max_attempts`` counts
+every call; when a retry
 starts (``retry_at``: the backoff, or an error's longer ``retry_after`` hint) and whether
 it is made before the deadline (``starts_in_time``; if not, the last outcome stands) are
 the strategy's rules, the ones the per-row join follows. A retry never reads the cache.
@@ -18,8 +19,8 @@ import pyarrow as pa
 
 from ...engine.mailbox.hold import Deadline
 from ...engine.retry import RetryStrategy
-from ..join import _MISS_RESULT
-from .columnar import ColumnarAnswer
+from ..contract.columnar_answer import ColumnarAnswer
+from ..outcome import MISS_RESULT
 
 # attempt(keys, attempt number) -> their answer (call failures and timeouts as errors)
 Attempt = Callable[[pa.Array, int], Awaitable[ColumnarAnswer]]
@@ -51,7 +52,7 @@ async def with_retries(
                 again = (
                     missing[position]
                     and position not in answer.multi
-                    and retry.should_retry_result(_MISS_RESULT)
+                    and retry.should_retry_result(MISS_RESULT)
                 )
             if not again:
                 continue

@@ -18,7 +18,7 @@ from typing import Any
 from ...engine.clock import Clock
 from ...engine.mailbox.hold import Hold, set_hold
 from ...engine.records.call_metrics import JoinMetrics
-from ..source import LookupSource, hands_over_each
+from ..contract.lookup_source import LookupSource, hands_over_each
 from .registry import Registry
 
 Answered = Callable[[list[Any], Mapping[Any, Any]], None]

@@ -18,9 +18,9 @@ from ...engine.clock import Clock
 from ...engine.mailbox.hold import Hold
 from ...engine.records.call_metrics import JoinMetrics
 from ...engine.records.failure import Failed
-from ..cache.settings import MISS
-from ..joined import as_rows
-from ..settings import JoinSettings
+from ..cache.lookup_cache import MISS
+from ..join_settings import JoinSettings
+from ..outcome import MISS_RESULT, as_rows
 from .batcher import Batcher
 from .delivery import Delivery
 from .registry import Chunk, Registry
@@ -171,7 +171,7 @@ class Settler:
         if error is not None:
             again = retry.should_retry_exception(error)
         else:
-            again = rows is MISS and retry.should_retry_result(_MISS_RESULT)
+            again = rows is MISS and retry.should_retry_result(MISS_RESULT)
         if not again:
             return []
         clock = self._clock
@@ -188,13 +188,6 @@ class Settler:
         self._metrics.retries += 1
         registry.schedule_retry(key, when, clock, self.batcher.again)
         return staying
-
-
-class _MissMarker(list):  # type: ignore[type-arg]
-    is_miss = True
-
-
-_MISS_RESULT = _MissMarker()  # what a miss looks like to a retry_on_result predicate
 
 
 def _all_single_rows(found: Mapping[Any, Any]) -> bool:
