@@ -5,14 +5,14 @@ of ``store`` calls the user's own async function per row::
 
     joins:
       - {store: users, on: user_id}
-      - function: enrich.demo.functions:Score      # module:attribute, importable here
+      - function: enrich.demo.score_functions:Score      # module:attribute, importable here
         args: {url: "http://127.0.0.1:18080"}      # a class is built with these
         returns: "score double, label string"
         capacity: 50
         timeout: 5
         on_error: dead_letter
     async_udfs:                                    # SQL functions, for jobs/sql_job.py
-      score: {function: enrich.demo.functions:Score, args: {...}, returns: "..."}
+      score: {function: enrich.demo.score_functions:Score, args: {...}, returns: "..."}
 
 Every ``async_map`` setting is accepted (``mode``, ``capacity``, ``timeout``, ``retry``,
 ``on_error``, ``error_column``, ``name``, ``batch_size``, ``batch_wait``,
@@ -28,7 +28,7 @@ import inspect
 from typing import Any
 
 from enrich import AsyncFunction
-from enrich.mapping.settings import MapSettings
+from enrich.maps.map_settings import MapSettings
 from jobs._files import ConfigError
 from jobs._lookups import DEAD_LETTER, argument_error, retry
 from jobs._options import did_you_mean

@@ -17,7 +17,8 @@ exceptions :mod:`enrich.spi` names):
   (Arrow takes them, the per-value decoder refuses them), or yields a row count other
   than the number of objects;
 * a row whose ``NOT NULL`` field is null or missing;
-* every value of a schema with a type outside :data:`enrich.spi.BULK_TYPES`.
+* every value of a schema with a type the bulk decoder does not take (see
+  :func:`enrich.spi.decode_texts`).
 
 Hash and string values are read by ``lookup_many`` and converted to columns.
 A value larger than ``max_value_bytes`` fails its own key (``kind="too_large"``), as

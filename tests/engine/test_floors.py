@@ -81,7 +81,7 @@ def test_no_folder_of_the_library_lists_more_than_a_dozen_entries() -> None:
 
 
 SPI = "enrich.spi"
-FLOORS_BELOW_CONNECTORS = ("enrich.engine", "enrich.lookup", "enrich.mapping", "enrich.protect")
+FLOORS_BELOW_CONNECTORS = ("enrich.engine", "enrich.lookup", "enrich.maps", "enrich.protect")
 
 
 def test_connectors_come_in_through_the_spi_door() -> None:

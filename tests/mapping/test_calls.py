@@ -1,4 +1,4 @@
-"""A user's function behind the operator (enrich/mapping/calls.py): one output per row,
+"""A user's function behind the operator (enrich/maps/calls.py): one output per row,
 error policies, the timeout hook, retries on the user's own results, batches, and the
 function opened once per process. Fake clock: exact and sleep-free."""
 
@@ -15,8 +15,8 @@ from enrich.engine.caller.wait import AsyncWaitAsyncIterator
 from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.records.failure import Failed
 from enrich.engine.wait_settings import WaitSettings
-from enrich.mapping import process
-from enrich.mapping.calls import BatchShapeError, call_for, user_retry
+from enrich.maps import process
+from enrich.maps.calls import BatchShapeError, call_for, user_retry
 from enrich.testing import FakeClock, drive
 
 pytestmark = pytest.mark.asyncio

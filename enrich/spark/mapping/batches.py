@@ -26,9 +26,9 @@ from ...engine.clock import LoopClock
 from ...engine.records.arrow_types import arrow_schema
 from ...engine.records.call_metrics import JoinMetrics, record_concurrency
 from ...engine.runtime import get_loop, run_sync
-from ...mapping.calls import call_for, user_retry
-from ...mapping.rows import Assembler
-from ...mapping.settings import MapSettings
+from ...maps.calls import call_for, user_retry
+from ...maps.map_settings import MapSettings
+from ...maps.results import Assembler
 from ..metrics.rows import observed_batches, report
 
 # Output rows gathered before a batch goes back to Spark: a batch per handful of rows
@@ -188,7 +188,7 @@ def _batches(
 class Slices:
     """The input batches whose rows are in flight, by the position of their first row.
 
-    Every record has one output (see :mod:`enrich.mapping.calls`), so a batch is
+    Every record has one output (see :mod:`enrich.maps.calls`), so a batch is
     released once as many outputs as it has rows came back.
     """
 

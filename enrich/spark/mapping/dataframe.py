@@ -16,7 +16,7 @@ from ...engine.function import AsyncFunction, invoke_style
 from ...engine.model import OutputMode
 from ...engine.records.record_schema import SchemaLike
 from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
+from ...maps.map_settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
 from ..join.dataframe import check_collisions
 from ..sink.joined import SinkJoin, mark
 from ..types import spark_type

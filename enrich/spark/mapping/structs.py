@@ -22,8 +22,8 @@ from ...engine.caller.wait import WaitIterator
 from ...engine.clock import LoopClock
 from ...engine.records.call_metrics import JoinMetrics
 from ...engine.runtime import get_loop, run_sync
-from ...mapping.calls import call_for, user_retry
-from ...mapping.rows import Assembler
+from ...maps.calls import call_for, user_retry
+from ...maps.results import Assembler
 from ..metrics.rows import report
 from .batches import MapPlan, gate
 

@@ -38,7 +38,7 @@ except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same arrays
 from ...engine.model import OutputMode
 from ...engine.records.record_schema import SchemaLike
 from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
+from ...maps.map_settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
 from ..mapping.batches import MapPlan
 from ..mapping.dataframe import check_function
 from ..mapping.structs import map_structs

@@ -25,7 +25,7 @@ from ..engine.checks import short
 from ..engine.records.arrow_types import arrow_schema
 from ..engine.records.call_metrics import JoinMetrics
 from ..engine.records.failure import Failed, error_kind
-from .settings import MapSettings
+from .map_settings import MapSettings
 
 
 @dataclass(slots=True)

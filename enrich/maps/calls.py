@@ -5,7 +5,7 @@ outputs go, ``row`` is the dict the user's function receives. Every record compl
 exactly one output, ``(position, result)``: the function's own result (a dict, a list of
 dicts, None), or :class:`~enrich.lookup.outcome.Failed` with the error the ``on_error``
 policy kept. So the caller counts each row once, whatever it became; turning results
-into columns is :mod:`.rows`'s job.
+into columns is :mod:`.results`'s job.
 
 Three shapes, chosen once per run:
 
@@ -45,7 +45,7 @@ from ..engine.records.log_limit import LogLimit
 from ..engine.retry import RetryStrategy
 from .process import opened
 
-log = logging.getLogger("enrich.mapping")
+log = logging.getLogger("enrich.mapping")  # the logger's name users configure
 
 # Failed rows are logged a few per map and minute in each process; the metrics count all.
 FAILED_ROWS = LogLimit()

@@ -21,7 +21,7 @@ from collections.abc import Hashable
 from ..engine.function import AsyncFunction
 from ..engine.runtime import in_loop_thread, maybe_await
 
-log = logging.getLogger("enrich.mapping")
+log = logging.getLogger("enrich.mapping")  # the logger's name users configure
 
 # The process's opened functions: map identity -> (function, its opening); the opening
 # is a future of the loop the function was opened on, where it is closed too.
