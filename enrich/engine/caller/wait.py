@@ -10,9 +10,17 @@ ever buffered beyond ``capacity``.
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+)
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 from ..clock import Clock
 from ..function import as_async_function
@@ -25,17 +33,16 @@ from .consumer import MAX_CHUNK as MAX_CHUNK, Consumer, Weigh
 from .drive import Run, run_async, run_sync
 
 
-class WaitIterator(Iterator[Any]):
-    """The outputs of an operator run, pulled from any thread but the runtime loop's.
+class _RunOutputs:
+    """What both iterators share: the run of ``func`` over ``inputs`` with ``settings``,
+    driven by the subclass's driver (:func:`~.drive.run_sync` or
+    :func:`~.drive.run_async`), and its statistics."""
 
-    The run starts on the first ``next()``. Breaking out early, ``close()`` or leaving a
-    ``with`` block cancels what is in flight and closes the function. ``statistics()``
-    may be read at any time, from any thread.
-    """
+    _overlap = False  # a consumer on another thread than the operator (see Consumer)
 
     def __init__(
         self,
-        inputs: Iterable[Any],
+        inputs: Iterable[Any] | AsyncIterable[Any],
         func: Any,
         *,
         settings: WaitSettings,
@@ -45,15 +52,38 @@ class WaitIterator(Iterator[Any]):
     ) -> None:
         self.function: Any = None  # set by wrappers that expose their function
         self._run = Run()
-        self._outputs = run_sync(
-            self._run,
-            inputs,
-            as_async_function(func),
-            settings,
-            Consumer(settings.capacity, weigh, overlap=True),
-            clock,
-            gate,
+        consumer = Consumer(settings.capacity, weigh, overlap=self._overlap)
+        self._outputs: Any = self._drive(
+            self._run, inputs, as_async_function(func), settings, consumer, clock, gate
         )
+        self._began()
+
+    _drive: Any  # the driver: run_sync or run_async
+
+    def _began(self) -> None:
+        """The subclass's own state, once its run is set up."""
+
+    def statistics(self) -> OperatorStatistics:
+        return self._run.statistics()
+
+    @property
+    def _operator(self) -> Operator | None:
+        return self._run.operator
+
+
+class WaitIterator(_RunOutputs, Iterator[Any]):
+    """The outputs of an operator run, pulled from any thread but the runtime loop's.
+
+    The run starts on the first ``next()``. Breaking out early, ``close()`` or leaving a
+    ``with`` block cancels what is in flight and closes the function. ``statistics()``
+    may be read at any time, from any thread.
+    """
+
+    _overlap = True
+    _drive = staticmethod(run_sync)
+    _outputs: Generator[list[Any], None, None]
+
+    def _began(self) -> None:
         self._flat: Iterator[Any] = chain.from_iterable(self._outputs)
 
     def __iter__(self) -> Iterator[Any]:
@@ -78,95 +108,15 @@ class WaitIterator(Iterator[Any]):
     def close(self) -> None:
         self._outputs.close()
 
-    def statistics(self) -> OperatorStatistics:
-        return self._run.statistics()
 
-    @property
-    def _operator(self) -> Operator | None:
-        return self._run.operator
-
-
-def ordered_wait(
-    inputs: Iterable[Any],
-    func: Any,
-    *,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    capacity: int = DEFAULT_CAPACITY,
-    retry: RetryStrategy | None = None,
-    clock: Clock | None = None,
-) -> WaitIterator:
-    """Apply ``func`` to every input asynchronously; outputs come in input order.
-
-    Args:
-        inputs: any iterable; :class:`~enrich.Watermark` items pass through in place.
-        func: an :class:`~enrich.AsyncFunction`, or ``async def f(value) -> iterable``.
-        timeout: seconds from a record's first call to its final completion, retries
-            included; None for no timeout. On expiry ``func.timeout()`` runs (by default
-            raising :class:`~enrich.LookupTimeout`).
-        capacity: records in flight at most; a full operator blocks the caller.
-        retry: a retry strategy, or None.
-        clock: the time source (tests inject ``enrich.testing.FakeClock``).
-
-    Returns:
-        An iterator of the outputs, flattened (a record completing with ``[]`` emits
-        nothing). An error of any record is raised from it, after which the run is over.
-    """
-    return WaitIterator(
-        inputs,
-        func,
-        settings=WaitSettings(
-            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
-        ),
-        clock=clock,
-    )
-
-
-def unordered_wait(
-    inputs: Iterable[Any],
-    func: Any,
-    *,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    capacity: int = DEFAULT_CAPACITY,
-    retry: RetryStrategy | None = None,
-    clock: Clock | None = None,
-) -> WaitIterator:
-    """Like :func:`ordered_wait`, but outputs come as records complete; no record ever
-    crosses a :class:`~enrich.Watermark`, and a watermark follows every record before it."""
-    return WaitIterator(
-        inputs,
-        func,
-        settings=WaitSettings(
-            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
-        ),
-        clock=clock,
-    )
-
-
-class AsyncWaitAsyncIterator(AsyncIterator[Any]):
+class AsyncWaitAsyncIterator(_RunOutputs, AsyncIterator[Any]):
     """The async twin of :class:`WaitIterator`: the operator runs on the caller's
-    own loop, which is then its mailbox."""
+    own loop, which is then its mailbox (``inputs`` may be an async iterable)."""
 
-    def __init__(
-        self,
-        inputs: Iterable[Any] | AsyncIterable[Any],
-        func: Any,
-        *,
-        settings: WaitSettings,
-        clock: Clock | None,
-        weigh: Weigh | None = None,
-        gate: Gate | None = None,
-    ) -> None:
-        self.function: Any = None  # set by wrappers that expose their function
-        self._run = Run()
-        self._outputs = run_async(
-            self._run,
-            inputs,
-            as_async_function(func),
-            settings,
-            Consumer(settings.capacity, weigh),
-            clock,
-            gate,
-        )
+    _drive = staticmethod(run_async)
+    _outputs: AsyncGenerator[list[Any], None]
+
+    def _began(self) -> None:
         self._pending: collections.deque[Any] = collections.deque()
 
     def __aiter__(self) -> AsyncWaitAsyncIterator:
@@ -180,13 +130,6 @@ class AsyncWaitAsyncIterator(AsyncIterator[Any]):
     async def aclose(self) -> None:
         await self._outputs.aclose()
 
-    def statistics(self) -> OperatorStatistics:
-        return self._run.statistics()
-
-    @property
-    def _operator(self) -> Operator | None:
-        return self._run.operator
-
 
 async def as_async_iterable(inputs: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[Any]:
     """``inputs`` (a plain or an async iterable) as an async iterator."""
@@ -198,41 +141,74 @@ async def as_async_iterable(inputs: Iterable[Any] | AsyncIterable[Any]) -> Async
             yield item
 
 
-def ordered_wait_async(
-    inputs: Iterable[Any] | AsyncIterable[Any],
-    func: Any,
-    *,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    capacity: int = DEFAULT_CAPACITY,
-    retry: RetryStrategy | None = None,
-    clock: Clock | None = None,
-) -> AsyncWaitAsyncIterator:
-    """The async twin of :func:`ordered_wait`, for asyncio programs."""
-    return AsyncWaitAsyncIterator(
-        inputs,
-        func,
-        settings=WaitSettings(
-            mode=OutputMode.ORDERED, capacity=capacity, timeout=timeout, retry=retry
-        ),
-        clock=clock,
-    )
+_It = TypeVar("_It", WaitIterator, AsyncWaitAsyncIterator)
 
 
-def unordered_wait_async(
-    inputs: Iterable[Any] | AsyncIterable[Any],
-    func: Any,
-    *,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    capacity: int = DEFAULT_CAPACITY,
-    retry: RetryStrategy | None = None,
-    clock: Clock | None = None,
-) -> AsyncWaitAsyncIterator:
-    """The async twin of :func:`unordered_wait`, for asyncio programs."""
-    return AsyncWaitAsyncIterator(
-        inputs,
-        func,
-        settings=WaitSettings(
-            mode=OutputMode.UNORDERED, capacity=capacity, timeout=timeout, retry=retry
-        ),
-        clock=clock,
-    )
+def _entry(kind: type[_It], mode: OutputMode, name: str, doc: str) -> Callable[..., _It]:
+    """One entry point: the operator in ``mode`` as an iterator of ``kind``. The four
+    entry points share this one signature and body; only the mode and the iterator (a
+    blocking or an async one) differ."""
+
+    def wait(
+        inputs: Any,
+        func: Any,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        capacity: int = DEFAULT_CAPACITY,
+        retry: RetryStrategy | None = None,
+        clock: Clock | None = None,
+    ) -> _It:
+        settings = WaitSettings(mode=mode, capacity=capacity, timeout=timeout, retry=retry)
+        return kind(inputs, func, settings=settings, clock=clock)
+
+    wait.__name__ = wait.__qualname__ = name
+    wait.__doc__ = doc
+    return wait
+
+
+ordered_wait: Callable[..., WaitIterator] = _entry(
+    WaitIterator,
+    OutputMode.ORDERED,
+    "ordered_wait",
+    """Apply ``func`` to every input asynchronously; outputs come in input order.
+
+    Args:
+        inputs: any iterable; :class:`~enrich.Watermark` items pass through in place.
+        func: an :class:`~enrich.AsyncFunction`, or ``async def f(value) -> iterable``.
+        timeout: seconds from a record's first call to its final completion, retries
+            included; None for no timeout. On expiry ``func.timeout()`` runs (by default
+            raising :class:`~enrich.LookupTimeout`).
+        capacity: records in flight at most; a full operator blocks the caller.
+        retry: a retry strategy, or None.
+        clock: the time source (tests inject ``enrich.testing.FakeClock``).
+
+    Returns:
+        A :class:`WaitIterator` of the outputs, flattened (a record completing with
+        ``[]`` emits nothing). An error of any record is raised from it, after which the
+        run is over.
+    """,
+)
+
+unordered_wait: Callable[..., WaitIterator] = _entry(
+    WaitIterator,
+    OutputMode.UNORDERED,
+    "unordered_wait",
+    """Like :func:`ordered_wait`, but outputs come as records complete; no record ever
+    crosses a :class:`~enrich.Watermark`, and a watermark follows every record before it.""",
+)
+
+ordered_wait_async: Callable[..., AsyncWaitAsyncIterator] = _entry(
+    AsyncWaitAsyncIterator,
+    OutputMode.ORDERED,
+    "ordered_wait_async",
+    """The async twin of :func:`ordered_wait`, for asyncio programs (``inputs`` may be an
+    async iterable too); the caller's loop runs the operator.""",
+)
+
+unordered_wait_async: Callable[..., AsyncWaitAsyncIterator] = _entry(
+    AsyncWaitAsyncIterator,
+    OutputMode.UNORDERED,
+    "unordered_wait_async",
+    """The async twin of :func:`unordered_wait`, for asyncio programs (``inputs`` may be
+    an async iterable too); the caller's loop runs the operator.""",
+)
