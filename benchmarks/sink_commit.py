@@ -29,7 +29,7 @@ import redis
 
 from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
-from enrich.spark.sink import commit as redis_commit
+from enrich.spark.sink import two_phase as redis_commit
 from enrich.spark.sink.codec import pack
 from enrich.spark.sink.rows import STEP_ROWS
 
