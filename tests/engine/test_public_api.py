@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import enrich
+import enrich.spi
 import enrich.testing
 
 
 def test_all_names_exist_and_are_unique() -> None:
-    for module in (enrich, enrich.testing):
+    for module in (enrich, enrich.testing, enrich.spi):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name} is exported but missing"
