@@ -50,7 +50,6 @@ from .engine.checks import (
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
 from .engine.records.record_schema import Schema, SchemaLike
-from .lookup.cache.snapshot import ListableSource
 from .lookup.contract.bulk_decode import decode_documents, decode_texts
 from .lookup.contract.columnar_answer import (
     ColumnarAnswer,
@@ -58,7 +57,12 @@ from .lookup.contract.columnar_answer import (
     Decode,
     answer_from_mapping,
 )
-from .lookup.contract.lookup_source import IncrementalSource, LookupSource, answers_as_completed
+from .lookup.contract.lookup_source import (
+    IncrementalSource,
+    ListableSource,
+    LookupSource,
+    answers_as_completed,
+)
 from .protect.adaptive import (
     AdaptiveLimit,
     LimitStatistics,

@@ -1,7 +1,7 @@
 """The source a join with a :class:`~enrich.FullCache` asks: the snapshot, no network.
 
 :class:`FullCacheSource` wraps the user's source (which must be a
-:class:`~enrich.lookup.cache.snapshot.ListableSource`) and answers ``lookup_many`` and
+:class:`~enrich.lookup.contract.lookup_source.ListableSource`) and answers ``lookup_many`` and
 ``lookup_arrow`` from this process's snapshot: a key in it gets its row(s) (or its
 stored decode error, as a live lookup would), a key absent from it is a miss, and no
 request is made. A join given ``cache=FullCache(...)`` swaps its source for this one
@@ -23,10 +23,10 @@ from ...engine.records.arrow_types import arrow_schema
 from ...engine.records.record_schema import Schema
 from ...engine.runtime import pop_process_local, process_local
 from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, answer_from_mapping
-from ..contract.lookup_source import LookupSource
+from ..contract.lookup_source import ListableSource, LookupSource
 from .full import FullCache, FullCacheStatistics
 from .lookup_cache import cache_scope
-from .snapshot import Dimension, ListableSource
+from .snapshot import Dimension
 
 
 class FullCacheSource:

@@ -1,9 +1,11 @@
-"""The protocol a dimension store implements to take part in lookup joins."""
+"""The protocols a dimension store implements to take part in lookup joins: the source
+(:class:`LookupSource`), optionally answering key by key (:class:`IncrementalSource`) or
+loadable whole by a full cache (:class:`ListableSource`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ...engine.records.record_schema import Schema
@@ -119,3 +121,18 @@ async def answers_as_completed(
                 task.cancel()
             elif not task.cancelled():
                 task.exception()  # retrieved: an error left unread is not worth a warning
+
+
+@runtime_checkable
+class ListableSource(Protocol):
+    """A source a full cache can load whole.
+
+    ``store_key(key)`` names a lookup key as the store does (raising ``TypeError`` or
+    ``ValueError`` for a key that does not fit); ``scan_dimension(page_rows)`` yields
+    ``({store key: answer}, bytes read)`` pages covering the whole dimension, answers as
+    ``lookup_many`` gives them.
+    """
+
+    def store_key(self, key: Any) -> Hashable: ...
+
+    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Mapping[Any, Any], int]]: ...
