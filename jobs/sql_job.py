@@ -31,7 +31,7 @@ def statements(text: str) -> list[str]:
 def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None = None) -> Any:
     """Register the lookups, run the statements, write (or show) the last result."""
     from enrich.spark.sql.async_udf import register_async_udf
-    from enrich.spark.sql.functions import register_lookup
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     _streams.register_data_sources(spark)
     for name, settings in config.lookups.items():
@@ -44,7 +44,7 @@ def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None 
     if config.source is not None:
         _streams.read(spark, config.source).createOrReplaceTempView("input")
     if config.lookup_joins:
-        from enrich.spark.sql.join import register_lookup_join
+        from enrich.spark.sql.join_table import register_lookup_join
 
         for name, settings in config.lookup_joins.items():
             options = dict(settings)

@@ -211,7 +211,7 @@ def warm_up(spark: Any, tasks: int | None = None) -> float:
 def _modules() -> None:
     """What the real query's Python processes import: pyarrow, redis, the source's
     reader, the join's worker side, the sink's writer and commit."""
-    import enrich.spark.join.batches
+    import enrich.spark.join.join_batches
     import enrich.spark.sink.data_source
     import enrich.spark.streams.read  # noqa: F401
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ...engine.runtime import get_loop
 from ...lookup.joined import JoinedChunk
 from ...lookup.lane.run import ColumnarLane, _Pending
-from .batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
+from .join_batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
 
 
 class LanePush:

@@ -11,14 +11,14 @@ Options:
     dead_letter: a stream receiving the rows whose error column (``error_column``,
         default ``enrich_error``) is not null, in the same commit as the good rows.
     checkpointLocation: the query's checkpoint; with the target, it names the writer's
-        commit marker (see :class:`~enrich.spark.sink.rows.SinkSettings`). A
+        commit marker (see :class:`~enrich.spark.sink.row_writes.SinkSettings`). A
         transactional streaming query needs it.
     stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
     maxRowsPerCommit: transactional mode: the most rows one commit script publishes.
         Stepwise (the default): a batch of any size is published in steps of at most this
         many rows (default 2,000; ``0``: one step). With ``atomicCommit``: the largest
         batch accepted (default: no limit); a larger one fails with
-        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing.
+        :class:`~enrich.spark.sink.two_phase.CommitTooLarge` and publishes nothing.
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
         grows with the batch (3.5-8 us a row).
@@ -33,7 +33,7 @@ and the same source offsets):
   batch while it is written. Stream appends (and dead letters) are at-least-once in
   this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
+  (:mod:`~enrich.spark.sink.two_phase`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
   the batch's durable cursor, and the last step records the batch id. A batch id
   already committed is skipped, and a replay of a batch whose publish was cut short
@@ -41,7 +41,7 @@ and the same source offsets):
   appear step by step (a prefix of it, in staging order); with ``atomicCommit`` whole
   or not at all. ``abort`` deletes staging only, never that of a started publish. The
   commit publishes nothing and fails the batch when a staging list does not hold the
-  rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
+  rows its task reported (:class:`~enrich.spark.sink.two_phase.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
 - a batch write (``df.write``) is published the same way under a token of its own (no
   marker, no replay): if its commit fails after a step, the steps done stay published
@@ -75,7 +75,7 @@ from pyspark.sql.types import StructType
 from .. import redis_options
 from . import by_source, columns, hooks, joined, two_phase
 from .codec import pack
-from .rows import RowEncoder, SinkMode, SinkSettings
+from .row_writes import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
 

@@ -39,11 +39,11 @@ from ...engine.model import OutputMode
 from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.dimension.schema import SchemaLike
 from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
-from ..mapping.batches import MapPlan
-from ..mapping.dataframe import check_function
-from ..mapping.structs import map_structs
+from ..maps.map_batches import MapPlan
+from ..maps.map_frame import check_function
+from ..maps.structs import map_structs
 from ..metrics.accumulator import register
-from ..types import spark_type
+from ..spark_types import spark_type
 
 if TYPE_CHECKING:
     from enrich.protect import JobRateLimit

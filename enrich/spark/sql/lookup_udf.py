@@ -62,10 +62,10 @@ from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.cache.settings import LookupCache
 from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ...lookup.source import LookupSource
-from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
-from ..join.keys import checked_key_arrays
+from ..join.join_batches import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
+from ..join.key_columns import checked_key_arrays
 from ..metrics.accumulator import register
-from ..types import spark_type
+from ..spark_types import spark_type
 
 __all__ = ("register_lookup", "lookup_struct_type")
 

@@ -29,7 +29,7 @@ from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...mapping.calls import call_for, user_retry
 from ...mapping.rows import Assembler
 from ...mapping.settings import MapSettings
-from ..metrics.rows import observed_batches, report
+from ..metrics.metric_rows import observed_batches, report
 
 # Output rows gathered before a batch goes back to Spark: a batch per handful of rows
 # would cost Spark more than the rows (each batch is a message to the JVM).

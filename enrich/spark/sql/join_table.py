@@ -41,7 +41,7 @@ try:
     from pyspark.sql.types import StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "enrich.spark.sql.join needs pyspark >= 4.1 (Arrow UDTFs) and pyarrow"
+        "enrich.spark.sql.join_table needs pyspark >= 4.1 (Arrow UDTFs) and pyarrow"
     ) from exc
 
 from ...engine.retry import RetryStrategy
@@ -50,8 +50,8 @@ from ...lookup.cache.full import FullCache
 from ...lookup.cache.settings import LookupCache
 from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ...lookup.source import LookupSource
-from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan
-from ..join.dataframe import join_columns
+from ..join.join_batches import DEFAULT_SPARK_CAPACITY, JoinPlan
+from ..join.join_frame import join_columns
 from ..join.lane_push import LanePush
 from ..metrics.accumulator import register
 

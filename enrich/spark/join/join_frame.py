@@ -1,5 +1,5 @@
 """``lookup_join``: a lookup join on a DataFrame, checked on the driver, run by
-``mapInArrow`` on the workers (:mod:`.batches`)."""
+``mapInArrow`` on the workers (:mod:`.join_batches`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from ...engine.model import OutputMode
 from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
-from ..types import spark_type
+from ..spark_types import spark_type
 
 if TYPE_CHECKING:
     from ...engine.retry import RetryStrategy
@@ -114,7 +114,7 @@ def lookup_join(
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
     from ..sink.joined import SinkJoin, mark
-    from .batches import JoinPlan, enrich_batches
+    from .join_batches import JoinPlan, enrich_batches
 
     if not isinstance(source, LookupSource):
         raise ValueError(
@@ -217,7 +217,7 @@ def join_columns(
         ValueError: a key column is missing or of a type keys cannot have, or an added
             column's name is already taken (the message names it).
     """
-    from .keys import check_key_columns
+    from .key_columns import check_key_columns
 
     positions = _key_positions(schema.names, settings.on, on)
     check_key_columns(schema, positions)

@@ -24,8 +24,8 @@ from ...engine.wait import WaitIterator
 from ...lookup.metrics import JoinMetrics
 from ...mapping.calls import call_for, user_retry
 from ...mapping.rows import Assembler
-from ..metrics.rows import report
-from .batches import MapPlan, gate
+from ..metrics.metric_rows import report
+from .map_batches import MapPlan, gate
 
 
 def map_structs(

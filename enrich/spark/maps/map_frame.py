@@ -1,6 +1,6 @@
 """``async_map``: Flink's async I/O (``AsyncDataStream.orderedWait/unorderedWait``) for
 any async function, on a DataFrame; checked on the driver, run by ``mapInArrow`` on the
-workers (:mod:`.batches`)."""
+workers (:mod:`.map_batches`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from ...engine.model import OutputMode
 from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.dimension.schema import SchemaLike
 from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
-from ..join.dataframe import check_collisions
+from ..join.join_frame import check_collisions
 from ..sink.joined import SinkJoin, mark
-from ..types import spark_type
+from ..spark_types import spark_type
 
 if TYPE_CHECKING:
     from enrich.protect import JobRateLimit
@@ -99,10 +99,10 @@ def async_map(
             of ``returns`` (or the error column) is already a column of ``df``.
         SchemaError: ``returns`` does not parse (the message names the field).
     """
-    from ..join.dataframe import join_name
+    from ..join.join_frame import join_name
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
-    from .batches import MapPlan, map_batches
+    from .map_batches import MapPlan, map_batches
 
     settings = MapSettings(
         returns=returns,
