@@ -113,7 +113,7 @@ def lookup_join(
     from ...lookup.source import LookupSource
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
-    from ..sink.joined import SinkJoin, mark
+    from ..pipeline import add_arrow_stage
     from .join_batches import JoinPlan, enrich_batches
 
     if not isinstance(source, LookupSource):
@@ -150,10 +150,9 @@ def lookup_join(
         observed=observing,
     )
     if not observing:
+        # A named stage: the redis sink may run it itself (enrich.spark.pipeline).
         schema = StructType([*df.schema.fields, *fields])
-        join = partial(enrich_batches, plan)
-        # The redis sink may run the join itself (enrich.spark.sink.joined, low_latency).
-        return mark(df.mapInArrow(join, schema), SinkJoin(df, join, schema))
+        return add_arrow_stage(df, partial(enrich_batches, plan), schema, name=name)
     # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)

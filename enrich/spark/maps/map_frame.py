@@ -18,7 +18,7 @@ from ...engine.settings import DEFAULT_TIMEOUT
 from ...lookup.dimension.schema import SchemaLike
 from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
 from ..join.join_frame import check_collisions
-from ..sink.joined import SinkJoin, mark
+from ..pipeline import add_arrow_stage
 from ..spark_types import spark_type
 
 if TYPE_CHECKING:
@@ -132,10 +132,9 @@ def async_map(
         observed=observing,
     )
     if not observing:
+        # A named stage: the redis sink may run it itself (enrich.spark.pipeline).
         schema = StructType([*df.schema.fields, *fields])
-        function = partial(map_batches, plan)
-        # The redis sink may run the calls itself (enrich.spark.sink.joined, low_latency).
-        return mark(df.mapInArrow(function, schema), SinkJoin(df, function, schema))
+        return add_arrow_stage(df, partial(map_batches, plan), schema, name=name)
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(map_batches, plan), schema), name)
 
