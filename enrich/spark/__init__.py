@@ -41,7 +41,6 @@ from .._lazy import loader as _loader
 if TYPE_CHECKING:
     from .data_sources import register_data_sources as register_data_sources
     from .join.join_frame import lookup_join as lookup_join, route_by_key as route_by_key
-    from .latency import low_latency as low_latency, warm_up as warm_up
     from .maps.map_frame import async_map as async_map
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
@@ -52,6 +51,8 @@ if TYPE_CHECKING:
     from .metrics.observed import observed_statistics as observed_statistics
     from .session import session as session
     from .spark_types import spark_type as spark_type
+    from .stages.latency import low_latency as low_latency, warm_up as warm_up
+    from .stages.operator_settings import OperatorSettings as OperatorSettings
     from .streams.stream_counts import (
         StreamReadCounts as StreamReadCounts,
         stream_statistics as stream_statistics,
@@ -69,11 +70,12 @@ _LAZY = {
     "join_names": ".metrics.accumulator",
     "EnrichMetricsListener": ".metrics.accumulator",
     "observed_statistics": ".metrics.observed",
+    "OperatorSettings": ".stages.operator_settings",
     "spark_type": ".spark_types",
     "session": ".session",
     "register_data_sources": ".data_sources",
-    "low_latency": ".latency",
-    "warm_up": ".latency",
+    "low_latency": ".stages.latency",
+    "warm_up": ".stages.latency",
     "StreamReadCounts": ".streams.stream_counts",
     "stream_statistics": ".streams.stream_counts",
 }

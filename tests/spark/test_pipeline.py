@@ -1,5 +1,5 @@
 """The stages lookup_join and async_map hand to the redis sink are named values in
-enrich.spark.pipeline: nothing is set on the DataFrames they return, a chain composes
+enrich.spark.stages.pipeline: nothing is set on the DataFrames they return, a chain composes
 into one stage, and the sink that runs a stage is a class found by its name."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import async_map, lookup_join
-from enrich.spark.pipeline import ArrowStage, Chain, stage_of
 from enrich.spark.sink.stage_sink import FORMAT_PREFIX, StageRedisSink, register_stage_sink
+from enrich.spark.stages.pipeline import ArrowStage, Chain, stage_of
 from enrich.testing import FakeSource
 from tests.spark.functions import Double
 

@@ -3,23 +3,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ...engine.model import OutputMode
-from ...engine.settings import DEFAULT_TIMEOUT
-from ...lookup.settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
+from ...lookup.settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..spark_types import spark_type
+from ..stages.operator_settings import LOOKUP_JOIN, Face, OperatorSettings
 
 if TYPE_CHECKING:
-    from ...engine.retry import RetryStrategy
+    from typing_extensions import Unpack
+
     from ...lookup.cache.full import FullCache
     from ...lookup.cache.settings import LookupCache
     from ...lookup.source import LookupSource
+    from ..stages.operator_settings import JoinKnobs
 
 
 def lookup_join(
@@ -28,18 +29,14 @@ def lookup_join(
     *,
     on: str | Sequence[str],
     how: str = "left",
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_SPARK_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
     cache: LookupCache | FullCache | None = None,
-    on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
     prefix: str = "",
-    error_column: str = "enrich_error",
     name: str | None = None,
     observe: bool | None = None,
     shuffle: bool | int = False,
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[JoinKnobs],
 ) -> DataFrame:
     """Join every row of ``df`` with the rows its key finds in ``source``.
 
@@ -56,6 +53,10 @@ def lookup_join(
             nothing.
         how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
             them.
+        settings: the operator's knobs in one object
+            (:class:`~enrich.spark.OperatorSettings`: mode, capacity, timeout, retry,
+            on_error, error_column); each knob is also a keyword argument, which goes on
+            top of ``settings``:
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
         capacity: rows in flight per task at most: rows admitted and not yet handed
@@ -110,30 +111,23 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
-    from ...lookup.source import LookupSource
     from ..metrics.accumulator import register
     from ..metrics.observed import metrics_field, observed
-    from ..pipeline import add_arrow_stage
+    from ..stages.pipeline import add_arrow_stage
     from .join_batches import JoinPlan, enrich_batches
 
-    if not isinstance(source, LookupSource):
-        raise ValueError(
-            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
-        )
-    settings = JoinSettings(
+    join = join_settings(
+        LOOKUP_JOIN,
+        source,
+        settings,
+        knobs,
         on=on,
         how=how,
-        on_error=on_error,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
         cache=cache,
         max_batch=max_batch,
         prefix=prefix,
-        error_column=error_column,
     )
-    positions, columns, fields = join_columns(df.schema, source, settings, on)
+    positions, columns, fields = join_columns(df.schema, source, join, on)
     df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
     name = join_name(name)
     accumulator = register(df.sparkSession, name)
@@ -145,17 +139,42 @@ def lookup_join(
         source=source,
         on=positions,
         columns=columns,
-        settings=settings,
+        settings=join,
         accumulator=accumulator,
         observed=observing,
     )
     if not observing:
-        # A named stage: the redis sink may run it itself (enrich.spark.pipeline).
+        # A named stage: the redis sink may run it itself (enrich.spark.stages.pipeline).
         schema = StructType([*df.schema.fields, *fields])
         return add_arrow_stage(df, partial(enrich_batches, plan), schema, name=name)
     # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
     schema = StructType([*df.schema.fields, *fields, metrics_field()])
     return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
+
+
+def join_settings(
+    face: Face,
+    source: Any,
+    settings: OperatorSettings | None,
+    knobs: Mapping[str, Any],
+    **join: Any,
+) -> JoinSettings:
+    """What every lookup face checks first: ``source`` is a lookup source, and the
+    join's settings (``face``'s knobs from ``settings`` and ``knobs``, with the join's
+    own ``join``).
+
+    Raises:
+        ValueError: ``source`` is not a LookupSource, or a setting is invalid (named
+            with its value).
+        TypeError: a keyword argument the face does not take.
+    """
+    from ...lookup.source import LookupSource
+
+    if not isinstance(source, LookupSource):
+        raise ValueError(
+            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
+        )
+    return face.settings(settings, knobs).for_join(**join)
 
 
 def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:

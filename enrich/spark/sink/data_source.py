@@ -72,7 +72,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from ..pipeline import ArrowFunction
+from ..stages.pipeline import ArrowFunction
 from . import by_source, columns, hooks, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings

@@ -6,7 +6,7 @@ Spark turns the Arrow batches Python yields into its own rows and back into Arro
 the next worker (measured here: 20-70 ms a micro-batch between the join and the sink,
 and a third Python process per task on two cores). :class:`StageRedisSink` runs the
 stage itself: it receives the stage's input and applies the stage's function
-(:class:`~enrich.spark.pipeline.ArrowStage`) to each task's Arrow batches before
+(:class:`~enrich.spark.stages.pipeline.ArrowStage`) to each task's Arrow batches before
 encoding them, so the rows go from the source's worker to the sink's once.
 
 How the stage travels: Spark builds a Python sink from its options alone, in processes
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from pyspark.sql.types import StructType
 
-from ..pipeline import ArrowFunction, ArrowStage
+from ..stages.pipeline import ArrowFunction, ArrowStage
 from .data_source import RedisSinkDataSource
 
 FORMAT_PREFIX = "redis-joined-"
@@ -71,7 +71,7 @@ def register_stage_sink(spark: Any, stage: ArrowStage) -> str:
         """One query's StageRedisSink: pickled by value with its stage (see the module)."""
 
     QuerySink.format_name = format_name
-    QuerySink.stage_function = staticmethod(stage.function)  # type: ignore[assignment]
+    QuerySink.stage_function = staticmethod(stage.function)
     QuerySink.stage_schema = stage.schema.json()
     QuerySink.__qualname__ = QuerySink.__name__ = f"StageRedisSink[{stage.name}]"
     spark.dataSource.register(QuerySink)

@@ -21,7 +21,7 @@ each source entry once whatever batch carries it. So the profile:
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
-  ``df`` is their output (their stages, :mod:`~enrich.spark.pipeline`, run by a
+  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
   :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
   each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
@@ -48,8 +48,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from ..sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 from .pipeline import stage_of
-from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
@@ -92,7 +92,7 @@ def low_latency(
             micro-batch does not wait for them.
         join_in_sink: when ``df`` is what ``lookup_join`` or ``async_map`` returned (or
             a chain of them), let the sink run them in its own Python worker
-            (:mod:`~enrich.spark.pipeline`): one Python stage a task fewer. False:
+            (:mod:`~enrich.spark.stages.pipeline`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
 
     Raises:
@@ -142,7 +142,7 @@ def low_latency(
     if stage is None:
         writer = df.writeStream.format("redis")
     else:
-        from .sink.stage_sink import register_stage_sink
+        from ..sink.stage_sink import register_stage_sink
 
         writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
     writer = writer.option(ID_OPTION, source_id)
