@@ -124,6 +124,21 @@ def settings(
     return out
 
 
+def with_operator_settings(step: dict[str, Any]) -> dict[str, Any]:
+    """A step's keyword arguments with its operator's knobs (capacity, timeout, retry,
+    mode, on_error, error_column, concurrency, job_rate_limit) gathered into one
+    :class:`~enrich.spark.OperatorSettings` (``settings=``), as the job hands them to
+    ``lookup_join``, ``async_map`` and the SQL registrations. Needs pyspark."""
+    from dataclasses import fields
+
+    from enrich.spark import OperatorSettings
+
+    out = dict(step)
+    knobs = {f.name: out.pop(f.name) for f in fields(OperatorSettings) if f.name in out}
+    out["settings"] = OperatorSettings(**knobs)
+    return out
+
+
 def cache(spec: dict[str, Any]) -> enrich.LookupCache | enrich.FullCache:
     """``{kind: partial, max_rows, ttl, ...}`` (the default kind) or ``{kind: full,
     reload_interval | reload_at, initial_load, max_rows, max_bytes, ...}``."""
