@@ -51,7 +51,11 @@ if TYPE_CHECKING:
     from .metrics.observed import observed_statistics as observed_statistics
     from .session import session as session
     from .spark_types import spark_type as spark_type
-    from .stages.latency import low_latency as low_latency, warm_up as warm_up
+    from .stages.latency import (
+        ProfileRefused as ProfileRefused,
+        low_latency as low_latency,
+        warm_up as warm_up,
+    )
     from .stages.operator_settings import OperatorSettings as OperatorSettings
     from .streams.stream_counts import (
         StreamReadCounts as StreamReadCounts,
@@ -76,6 +80,7 @@ _LAZY = {
     "register_data_sources": ".data_sources",
     "low_latency": ".stages.latency",
     "warm_up": ".stages.latency",
+    "ProfileRefused": ".stages.latency",
     "StreamReadCounts": ".streams.stream_counts",
     "stream_statistics": ".streams.stream_counts",
 }
@@ -84,13 +89,25 @@ __getattr__ = _loader(__name__, _LAZY, globals())
 
 
 __all__ = (
+    # joins and maps on DataFrames, and the knobs they run with
     "lookup_join",
+    "route_by_key",
     "async_map",
+    "OperatorSettings",
+    # metrics
     "statistics",
     "batch_statistics",
     "join_names",
     "observed_statistics",
     "EnrichMetricsListener",
+    "StreamReadCounts",
+    "stream_statistics",
+    # the Redis data sources and the low-latency profile
+    "register_data_sources",
+    "low_latency",
+    "warm_up",
+    "ProfileRefused",
+    # helpers
     "spark_type",
     "session",
 )

@@ -27,7 +27,18 @@ _LAZY = {
 
 __getattr__ = _loader(__name__, _LAZY, globals())
 
-__all__ = ("register_lookup", "lookup_struct_type", "register_async_udf")
+
+def _has_arrow_udtfs() -> bool:
+    from pyspark.sql import functions
+
+    return hasattr(functions, "arrow_udtf")
+
+
+# register_lookup_join is served where pyspark has Arrow UDTFs (4.1+) only, so that
+# ``from enrich.spark.sql import *`` works on 3.5 and 4.0 too.
+__all__ = ("register_lookup", "lookup_struct_type", "register_async_udf") + (
+    ("register_lookup_join",) if _has_arrow_udtfs() else ()
+)
 
 
 def __dir__() -> list[str]:
