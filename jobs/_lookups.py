@@ -6,6 +6,8 @@ check them (without Spark)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import enrich
@@ -109,7 +111,7 @@ def settings(
         out.setdefault("on_error", DEAD_LETTER)
     if out.get("on_error") == DEAD_LETTER and not dead_letter:
         raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
-    try:
+    with named_errors(where):
         if "cache" in out:
             if not isinstance(out["cache"], dict):
                 raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
@@ -117,11 +119,19 @@ def settings(
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         _check(out)
+    return out
+
+
+@contextmanager
+def named_errors(where: str) -> Iterator[None]:
+    """A setting's ``TypeError`` or ``ValueError`` raised inside, as a
+    :class:`ConfigError` naming the place in the config (``where``)."""
+    try:
+        yield
     except TypeError as exc:
         raise ConfigError(f"{where}: {argument_error(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    return out
 
 
 def with_operator_settings(step: dict[str, Any]) -> dict[str, Any]:

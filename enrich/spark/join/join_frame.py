@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ...lookup.cache.settings import LookupCache
     from ...lookup.source import LookupSource
     from ..stages.operator_settings import JoinKnobs
+    from ..stages.pipeline import ArrowFunction
+    from .join_batches import JoinPlan
 
 
 def lookup_join(
@@ -111,45 +114,66 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
-    from ..metrics.accumulator import register
-    from ..metrics.observed import metrics_field, observed
-    from ..stages.pipeline import add_arrow_stage
-    from .join_batches import JoinPlan, enrich_batches
+    from ..stages.pipeline import add_operator_stage
+    from .join_batches import enrich_batches
 
-    join = join_settings(
-        LOOKUP_JOIN,
-        source,
-        settings,
-        knobs,
-        on=on,
-        how=how,
-        cache=cache,
-        max_batch=max_batch,
-        prefix=prefix,
-    )
-    positions, columns, fields = join_columns(df.schema, source, join, on)
-    df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
+    own = {"on": on, "how": how, "cache": cache, "max_batch": max_batch, "prefix": prefix}
+    shape = join_shape(LOOKUP_JOIN, df.schema, source, settings, knobs, **own)
+    df = route_by_key(df, [df.columns[i] for i in shape.on], shuffle)
     name = join_name(name)
-    accumulator = register(df.sparkSession, name)
-    # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
-    # nothing else carries the metrics, a streaming join under Spark Connect.
-    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
-    plan = JoinPlan(
-        name=name,
-        source=source,
-        on=positions,
-        columns=columns,
-        settings=join,
-        accumulator=accumulator,
-        observed=observing,
-    )
-    if not observing:
-        # A named stage: the redis sink may run it itself (enrich.spark.stages.pipeline).
-        schema = StructType([*df.schema.fields, *fields])
-        return add_arrow_stage(df, partial(enrich_batches, plan), schema, name=name)
-    # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
-    schema = StructType([*df.schema.fields, *fields, metrics_field()])
-    return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
+
+    def function(accumulator: Any, observed: bool) -> ArrowFunction:
+        return partial(enrich_batches, shape.plan(name, accumulator, observed=observed))
+
+    return add_operator_stage(df, shape.fields, name=name, observe=observe, function=function)
+
+
+@dataclass(frozen=True)
+class JoinShape:
+    """A join over an input schema, checked on the driver.
+
+    Attributes:
+        source: the dimension store.
+        settings: the join's settings.
+        on: the key columns' positions in the input.
+        columns: the dimension columns it adds (prefix included).
+        fields: the fields it adds (the error column last).
+    """
+
+    source: LookupSource
+    settings: JoinSettings
+    on: tuple[int, ...]
+    columns: tuple[str, ...]
+    fields: tuple[StructField, ...]
+
+    def plan(self, name: str, accumulator: Any, *, observed: bool = False) -> JoinPlan:
+        """What the workers run, its metrics under ``name`` into ``accumulator``."""
+        from .join_batches import JoinPlan
+
+        return JoinPlan(
+            name=name,
+            source=self.source,
+            on=self.on,
+            columns=self.columns,
+            settings=self.settings,
+            accumulator=accumulator,
+            observed=observed,
+        )
+
+
+def join_shape(
+    face: Face,
+    schema: StructType,
+    source: Any,
+    settings: OperatorSettings | None,
+    knobs: Mapping[str, Any],
+    **join: Any,
+) -> JoinShape:
+    """A join of ``source`` over ``schema``, every setting and column checked (see
+    :func:`join_settings` and :func:`join_columns`)."""
+    checked = join_settings(face, source, settings, knobs, **join)
+    positions, columns, fields = join_columns(schema, source, checked, join.get("on"))
+    return JoinShape(source, checked, positions, columns, tuple(fields))
 
 
 def join_settings(

@@ -19,12 +19,12 @@ from ...mapping.settings import DEFAULT_BATCH_WAIT, MapSettings
 from ..join.join_frame import check_collisions
 from ..spark_types import spark_type
 from ..stages.operator_settings import ASYNC_MAP, Face, OperatorSettings
-from ..stages.pipeline import add_arrow_stage
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..stages.operator_settings import MapKnobs
+    from ..stages.pipeline import ArrowFunction
     from .map_batches import MapPlan
 
 
@@ -99,22 +99,17 @@ def async_map(
         SchemaError: ``returns`` does not parse (the message names the field).
     """
     from ..join.join_frame import join_name
-    from ..metrics.accumulator import register
-    from ..metrics.observed import metrics_field, observed
+    from ..stages.pipeline import add_operator_stage
     from .map_batches import map_batches
 
     mapping = map_settings(ASYNC_MAP, fn, returns, settings, knobs, batch_size, batch_wait)
     fields = added_fields(df.schema, mapping)
     name = join_name(name, prefix="map")
-    accumulator = register(df.sparkSession, name)
-    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
-    plan = map_plan(name, fn, mapping, accumulator, observed=observing)
-    if not observing:
-        # A named stage: the redis sink may run it itself (enrich.spark.stages.pipeline).
-        schema = StructType([*df.schema.fields, *fields])
-        return add_arrow_stage(df, partial(map_batches, plan), schema, name=name)
-    schema = StructType([*df.schema.fields, *fields, metrics_field()])
-    return observed(df.mapInArrow(partial(map_batches, plan), schema), name)
+
+    def function(accumulator: Any, observed: bool) -> ArrowFunction:
+        return partial(map_batches, map_plan(name, fn, mapping, accumulator, observed=observed))
+
+    return add_operator_stage(df, fields, name=name, observe=observe, function=function)
 
 
 def map_settings(

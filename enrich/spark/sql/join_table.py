@@ -48,8 +48,7 @@ from ...lookup.cache.full import FullCache
 from ...lookup.cache.settings import LookupCache
 from ...lookup.settings import DEFAULT_MAX_BATCH
 from ...lookup.source import LookupSource
-from ..join.join_batches import JoinPlan
-from ..join.join_frame import join_columns, join_settings
+from ..join.join_frame import join_shape
 from ..join.lane_push import LanePush
 from ..metrics.accumulator import register
 from ..stages.operator_settings import SQL_LOOKUP_JOIN, OperatorSettings
@@ -99,28 +98,11 @@ def register_lookup_join(
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
-    join = join_settings(
-        SQL_LOOKUP_JOIN,
-        source,
-        settings,
-        knobs,
-        on=on,
-        how=how,
-        cache=cache,
-        max_batch=max_batch,
-        prefix=prefix,
-    )
+    own = {"on": on, "how": how, "cache": cache, "max_batch": max_batch, "prefix": prefix}
     schema = _input_schema(spark, input)
-    positions, columns, fields = join_columns(schema, source, join, on)
-    plan = JoinPlan(
-        name=name,
-        source=source,
-        on=positions,
-        columns=columns,
-        settings=join,
-        accumulator=register(spark, name),
-    )
-    output = StructType([*schema.fields, *fields])
+    shape = join_shape(SQL_LOOKUP_JOIN, schema, source, settings, knobs, **own)
+    plan = shape.plan(name, register(spark, name))
+    output = StructType([*schema.fields, *shape.fields])
     expected = list(schema.names)
 
     class LookupJoinTable:

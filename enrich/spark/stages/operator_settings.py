@@ -99,32 +99,29 @@ class OperatorSettings:
         ``cache``, ``max_batch``, ``prefix``); ``capacity`` must be set."""
         from ...lookup.settings import JoinSettings
 
-        return JoinSettings(
-            mode=self.mode,
-            capacity=self.capacity,  # type: ignore[arg-type]  # set by the face
-            timeout=self.timeout,
-            retry=self.retry,
-            on_error=self.on_error,
-            error_column=self.error_column,
-            **join,
-        )
+        return JoinSettings(**self._shared(), **join)
 
     def for_map(self, **map_: Any) -> MapSettings:
         """The map's settings: these knobs with the map's own (``returns``,
         ``batch_size``, ``batch_wait``); ``capacity`` must be set."""
         from ...mapping.settings import MapSettings
 
-        return MapSettings(
-            mode=self.mode,
-            capacity=self.capacity,  # type: ignore[arg-type]  # set by the face
-            timeout=self.timeout,
-            retry=self.retry,
-            on_error=self.on_error,
-            error_column=self.error_column,
-            concurrency=self.concurrency,
-            job_rate_limit=self.job_rate_limit,
-            **map_,
-        )
+        limits: dict[str, Any] = {
+            "concurrency": self.concurrency,
+            "job_rate_limit": self.job_rate_limit,
+        }
+        return MapSettings(**self._shared(), **limits, **map_)
+
+    def _shared(self) -> dict[str, Any]:
+        """The knobs a join's and a map's settings both hold."""
+        return {
+            "mode": self.mode,
+            "capacity": self.capacity,
+            "timeout": self.timeout,
+            "retry": self.retry,
+            "on_error": self.on_error,
+            "error_column": self.error_column,
+        }
 
 
 def _check_job_rate_limit(value: Any) -> None:

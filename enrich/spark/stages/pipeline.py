@@ -24,7 +24,7 @@ source's worker to the sink's once (one Python stage fewer; docs/latency.md).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 # What mapInArrow runs on each task's batches: ``partial(enrich_batches, plan)`` for a
 # join (enrich.spark.join.join_batches), ``partial(map_batches, plan)`` for a map
@@ -90,6 +90,40 @@ def add_arrow_stage(
     output = df.mapInArrow(function, schema)
     STAGES[output] = ArrowStage(input=df, function=function, schema=schema, name=name)
     return output
+
+
+def add_operator_stage(
+    df: DataFrame,
+    fields: Sequence[StructField],
+    *,
+    name: str,
+    observe: bool | None,
+    function: Callable[[Any, bool], ArrowFunction],
+) -> DataFrame:
+    """The stage a join or a map adds to ``df``: its output is ``df``'s columns, then
+    ``fields``; its metrics go to an accumulator registered under ``name``.
+
+    ``function(accumulator, observed)`` makes the stage's Arrow function. Observed
+    metrics (``observe``; None: on for a streaming ``df`` where no accumulator carries
+    them, i.e. under Spark Connect) ride on the stage's rows through
+    ``DataFrame.observe`` (:mod:`enrich.spark.metrics.observed`): such a stage is not
+    recorded, since its rows must pass through Spark's ``observe``. Any other is
+    recorded as a named stage (:func:`add_arrow_stage`), which the sink may run.
+    """
+    from pyspark.sql.types import StructType
+
+    from ..metrics.accumulator import register
+    from ..metrics.observed import metrics_field, observed
+
+    accumulator = register(df.sparkSession, name)
+    # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
+    # nothing else carries the metrics, a streaming stage under Spark Connect.
+    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
+    run = function(accumulator, observing)
+    if not observing:
+        return add_arrow_stage(df, run, StructType([*df.schema.fields, *fields]), name=name)
+    schema = StructType([*df.schema.fields, *fields, metrics_field()])
+    return observed(df.mapInArrow(run, schema), name)
 
 
 def stage_of(df: Any) -> ArrowStage | None:
