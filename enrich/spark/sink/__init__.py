@@ -9,6 +9,8 @@
 - :mod:`.two_phase`: staging, the commit marker, the source marks and the script that
   publishes a batch.
 - :mod:`.by_source`: exactly once keyed by the source record (``sourceIdColumn``).
+- :mod:`.stage_sink`: the sink running a query's Python stage (a join, a map) in its
+  own write (:class:`~enrich.spark.sink.stage_sink.StageRedisSink`).
 - :mod:`.hooks`: pause points for the crash harness.
 
 Nothing here imports the source (:mod:`enrich.spark.streams`); both share

@@ -4,10 +4,11 @@ what the ``redis`` sink may run in its own write.
 ``lookup_join`` and ``async_map`` each add one Python stage to a query: ``mapInArrow``
 running a function over each task's Arrow batches. An :class:`ArrowStage` names such a
 stage: its input DataFrame, the function, the schema it yields and the join's (or the
-map's) name. Both add their stage through :func:`add_arrow_stage`, which calls
-``mapInArrow`` and records the stage in this module's registry under the DataFrame it
-returns; :func:`stage_of` reads it back, the stages a DataFrame ends with composed into
-one (a chain of joins and maps runs as one function).
+map's) name. Both add their stage through :func:`add_operator_stage` (their metrics'
+accumulator, or observed metrics), which calls :func:`add_arrow_stage`: ``mapInArrow``,
+and the stage recorded in this module's registry under the DataFrame it returns;
+:func:`stage_of` reads it back, the stages a DataFrame ends with composed into one (a
+chain of joins and maps runs as one function).
 
 The registry, :data:`STAGES`, is the one place the hand-over lives: a
 ``WeakKeyDictionary`` from output DataFrames to their stages (a DataFrame hashes by
