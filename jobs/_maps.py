@@ -30,7 +30,7 @@ from typing import Any
 from enrich import AsyncFunction
 from enrich.maps.map_settings import MapSettings
 from jobs._files import ConfigError
-from jobs._lookups import DEAD_LETTER, argument_error, retry
+from jobs._lookups import DEAD_LETTER, named_errors, retry
 from jobs._options import did_you_mean
 
 MAP_KEYS = {
@@ -85,7 +85,7 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
         raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
     if "check_row" in out and not isinstance(out["check_row"], dict):
         raise ConfigError(f"{where}.check_row must be a mapping (a row), got {out['check_row']!r}")
-    try:
+    with named_errors(where):
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         if isinstance(out.get("job_rate_limit"), dict):
@@ -93,10 +93,6 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
 
             out["job_rate_limit"] = JobRateLimit(**out["job_rate_limit"])
         _check(out)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {argument_error(exc)}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from enrich import JoinMetrics, OutputMode
 from enrich.lookup.join_settings import JoinSettings
-from enrich.spark.join.batches import JoinPlan, enrich_batches, lookup_structs
+from enrich.spark.join.join_batches import JoinPlan, enrich_batches, lookup_structs
 from enrich.testing import FakeSource
 
 pytestmark = pytest.mark.timeout(30)

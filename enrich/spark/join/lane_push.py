@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ...lookup.lane.run import ColumnarLane, LaneChunk
 from ...lookup.outcome import JoinedChunk
-from .batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
+from .join_batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
 
 
 class LanePush:

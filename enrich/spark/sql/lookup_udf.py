@@ -40,7 +40,7 @@ task. Rows keep their order (the UDF is always ORDERED).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import pyarrow as pa
@@ -56,20 +56,22 @@ try:
 except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same lane, see sql_pandas
     arrow_udf = None  # type: ignore[assignment]
 
-from ...engine.model import OutputMode
-from ...engine.retry import RetryStrategy
-from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.cache.lookup_cache import LookupCache
 from ...lookup.contract.lookup_source import LookupSource
-from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
-from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, lookup_structs_for
-from ..join.keys import checked_key_arrays
+from ...lookup.join_settings import DEFAULT_MAX_BATCH
+from ..join.join_batches import JoinPlan, lookup_structs_for
+from ..join.join_frame import join_settings
+from ..join.key_columns import checked_key_arrays
 from ..metrics.accumulator import register
-from ..types import spark_type
+from ..spark_types import spark_type
+from ..stages.operator_settings import SQL_LOOKUP, OperatorSettings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..stages.operator_settings import CallKnobs
 
 __all__ = ("register_lookup", "lookup_struct_type")
-
-_SQL_ON_ERROR = ("fail", "null", "error_column")
 
 
 def lookup_struct_type(
@@ -92,13 +94,10 @@ def register_lookup(
     name: str,
     source: LookupSource,
     *,
-    capacity: int = DEFAULT_SPARK_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
     cache: LookupCache | None = None,
-    on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
-    error_column: str = "enrich_error",
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[CallKnobs],
 ) -> Any:
     """Register ``name(key, ...)`` as a Spark SQL function looking keys up in ``source``.
 
@@ -110,8 +109,8 @@ def register_lookup(
             store's ``job_rate_limit=`` (requests or keys per second for the whole job,
             shared by every task) and ``concurrency="auto"`` apply to the function's
             lookups as to a ``lookup_join``'s (a job config sets them on the store).
-        capacity / timeout / retry / cache / max_batch: as for
-            :func:`enrich.spark.lookup_join`.
+        cache / max_batch / settings, and the knobs capacity / timeout / retry: as for
+            :func:`enrich.spark.lookup_join` (rows keep their order: no mode).
         on_error: "fail", "null" or "error_column" (see the module docstring).
         error_column: the struct field holding the reason under "error_column".
 
@@ -129,32 +128,16 @@ def register_lookup(
     the query on the function's first batch, before any lookup, with an error naming the
     argument, its type and the cast that fixes it.
     """
-    if not isinstance(source, LookupSource):
-        raise ValueError(
-            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
-        )
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
-    if on_error not in _SQL_ON_ERROR:
-        raise ValueError(f"on_error must be one of {_SQL_ON_ERROR} for SQL, got {on_error!r}")
-    settings = JoinSettings(
-        how="left",
-        on_error=on_error,
-        mode=OutputMode.ORDERED,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        cache=cache,
-        max_batch=max_batch,
-        error_column=error_column,
-    )
-    return_type = lookup_struct_type(source, on_error=on_error, error_column=error_column)
+    join = join_settings(SQL_LOOKUP, source, settings, knobs, cache=cache, max_batch=max_batch)
+    return_type = lookup_struct_type(source, on_error=join.on_error, error_column=join.error_column)
     plan = JoinPlan(
         name=name,
         source=source,
         on=(),
         columns=source.schema.names,
-        settings=settings,
+        settings=join,
         accumulator=register(spark, name),
     )
 

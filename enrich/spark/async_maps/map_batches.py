@@ -29,7 +29,7 @@ from ...engine.runtime import get_loop, run_sync
 from ...maps.calls import call_for, user_retry
 from ...maps.map_settings import MapSettings
 from ...maps.results import Assembler
-from ..metrics.rows import observed_batches, report
+from ..metrics.metric_rows import observed_batches, report
 
 # Output rows gathered before a batch goes back to Spark: a batch per handful of rows
 # would cost Spark more than the rows (each batch is a message to the JVM).

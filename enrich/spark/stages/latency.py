@@ -21,7 +21,8 @@ each source entry once whatever batch carries it. So the profile:
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
-  ``df`` is their output (:mod:`~enrich.spark.sink.joined`): one Python stage fewer in
+  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
+  :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
   each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
@@ -47,9 +48,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .sink import joined
-from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
-from .sink.data_source import joined_format
+from ..sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
+from .pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
@@ -92,7 +92,7 @@ def low_latency(
             micro-batch does not wait for them.
         join_in_sink: when ``df`` is what ``lookup_join`` or ``async_map`` returned (or
             a chain of them), let the sink run them in its own Python worker
-            (:mod:`~enrich.spark.sink.joined`): one Python stage a task fewer. False:
+            (:mod:`~enrich.spark.stages.pipeline`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
 
     Raises:
@@ -138,11 +138,13 @@ def low_latency(
         )
     if warm:
         warm_up(df.sparkSession)
-    join = joined.of(df) if join_in_sink else None
-    if join is None:
+    stage = stage_of(df) if join_in_sink else None
+    if stage is None:
         writer = df.writeStream.format("redis")
     else:
-        writer = join.input.writeStream.format(joined_format(df.sparkSession, join))
+        from ..sink.stage_sink import register_stage_sink
+
+        writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
     writer = writer.option(ID_OPTION, source_id)
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
@@ -211,8 +213,9 @@ def warm_up(spark: Any, tasks: int | None = None) -> float:
 def _modules() -> None:
     """What the real query's Python processes import: pyarrow, redis, the source's
     reader, the join's worker side, the sink's writer and commit."""
-    import enrich.spark.join.batches
+    import enrich.spark.join.join_batches
     import enrich.spark.sink.data_source
+    import enrich.spark.sink.stage_sink
     import enrich.spark.streams.read  # noqa: F401
 
 

@@ -1,25 +1,29 @@
 """``lookup_join``: a lookup join on a DataFrame, checked on the driver, run by
-``mapInArrow`` on the workers (:mod:`.batches`)."""
+``mapInArrow`` on the workers (:mod:`.join_batches`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ...engine.model import OutputMode
-from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...lookup.join_settings import DEFAULT_MAX_BATCH, DEFAULT_SPARK_CAPACITY, JoinSettings
-from ..types import spark_type
+from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
+from ..spark_types import spark_type
+from ..stages.operator_settings import LOOKUP_JOIN, Face, OperatorSettings
 
 if TYPE_CHECKING:
-    from ...engine.retry import RetryStrategy
+    from typing_extensions import Unpack
+
     from ...lookup.cache.full import FullCache
     from ...lookup.cache.lookup_cache import LookupCache
     from ...lookup.contract.lookup_source import LookupSource
+    from ..stages.operator_settings import JoinKnobs
+    from ..stages.pipeline import ArrowFunction
+    from .join_batches import JoinPlan
 
 
 def lookup_join(
@@ -28,18 +32,14 @@ def lookup_join(
     *,
     on: str | Sequence[str],
     how: str = "left",
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_SPARK_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
     cache: LookupCache | FullCache | None = None,
-    on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
     prefix: str = "",
-    error_column: str = "enrich_error",
     name: str | None = None,
     observe: bool | None = None,
     shuffle: bool | int = False,
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[JoinKnobs],
 ) -> DataFrame:
     """Join every row of ``df`` with the rows its key finds in ``source``.
 
@@ -56,6 +56,10 @@ def lookup_join(
             nothing.
         how: "left" keeps rows that find nothing (null dimension columns); "inner" drops
             them.
+        settings: the operator's knobs in one object
+            (:class:`~enrich.spark.OperatorSettings`: mode, capacity, timeout, retry,
+            on_error, error_column); each knob is also a keyword argument, which goes on
+            top of ``settings``:
         mode: ``OutputMode.ORDERED`` / "ordered" keeps the rows' order within each
             partition; "unordered" emits rows as their lookups complete.
         capacity: rows in flight per task at most: rows admitted and not yet handed
@@ -110,53 +114,91 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
+    from ..stages.pipeline import add_operator_stage
+    from .join_batches import enrich_batches
+
+    own = {"on": on, "how": how, "cache": cache, "max_batch": max_batch, "prefix": prefix}
+    shape = join_shape(LOOKUP_JOIN, df.schema, source, settings, knobs, **own)
+    df = route_by_key(df, [df.columns[i] for i in shape.on], shuffle)
+    name = join_name(name)
+
+    def function(accumulator: Any, observed: bool) -> ArrowFunction:
+        return partial(enrich_batches, shape.plan(name, accumulator, observed=observed))
+
+    return add_operator_stage(df, shape.fields, name=name, observe=observe, function=function)
+
+
+@dataclass(frozen=True)
+class JoinShape:
+    """A join over an input schema, checked on the driver.
+
+    Attributes:
+        source: the dimension store.
+        settings: the join's settings.
+        on: the key columns' positions in the input.
+        columns: the dimension columns it adds (prefix included).
+        fields: the fields it adds (the error column last).
+    """
+
+    source: LookupSource
+    settings: JoinSettings
+    on: tuple[int, ...]
+    columns: tuple[str, ...]
+    fields: tuple[StructField, ...]
+
+    def plan(self, name: str, accumulator: Any, *, observed: bool = False) -> JoinPlan:
+        """What the workers run, its metrics under ``name`` into ``accumulator``."""
+        from .join_batches import JoinPlan
+
+        return JoinPlan(
+            name=name,
+            source=self.source,
+            on=self.on,
+            columns=self.columns,
+            settings=self.settings,
+            accumulator=accumulator,
+            observed=observed,
+        )
+
+
+def join_shape(
+    face: Face,
+    schema: StructType,
+    source: Any,
+    settings: OperatorSettings | None,
+    knobs: Mapping[str, Any],
+    **join: Any,
+) -> JoinShape:
+    """A join of ``source`` over ``schema``, every setting and column checked (see
+    :func:`join_settings` and :func:`join_columns`)."""
+    checked = join_settings(face, source, settings, knobs, **join)
+    positions, columns, fields = join_columns(schema, source, checked, join.get("on"))
+    return JoinShape(source, checked, positions, columns, tuple(fields))
+
+
+def join_settings(
+    face: Face,
+    source: Any,
+    settings: OperatorSettings | None,
+    knobs: Mapping[str, Any],
+    **join: Any,
+) -> JoinSettings:
+    """What every lookup face checks first: ``source`` is a lookup source, and the
+    join's settings (``face``'s knobs from ``settings`` and ``knobs``, with the join's
+    own ``join``).
+
+    Raises:
+        ValueError: ``source`` is not a LookupSource, or a setting is invalid (named
+            with its value).
+        TypeError: a keyword argument the face does not take.
+    """
     from ...lookup.contract.lookup_source import LookupSource
-    from ..metrics.accumulator import register
-    from ..metrics.observed import metrics_field, observed
-    from ..sink.joined import SinkJoin, mark
-    from .batches import JoinPlan, enrich_batches
 
     if not isinstance(source, LookupSource):
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    settings = JoinSettings(
-        on=on,
-        how=how,
-        on_error=on_error,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        cache=cache,
-        max_batch=max_batch,
-        prefix=prefix,
-        error_column=error_column,
-    )
-    positions, columns, fields = join_columns(df.schema, source, settings, on)
-    df = route_by_key(df, [df.columns[i] for i in positions], shuffle)
-    name = join_name(name)
-    accumulator = register(df.sparkSession, name)
-    # Observed metrics cost throughput (docs/spark-versions.md): on by default only where
-    # nothing else carries the metrics, a streaming join under Spark Connect.
-    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
-    plan = JoinPlan(
-        name=name,
-        source=source,
-        on=positions,
-        columns=columns,
-        settings=settings,
-        accumulator=accumulator,
-        observed=observing,
-    )
-    if not observing:
-        schema = StructType([*df.schema.fields, *fields])
-        join = partial(enrich_batches, plan)
-        # The redis sink may run the join itself (enrich.spark.sink.joined, low_latency).
-        return mark(df.mapInArrow(join, schema), SinkJoin(df, join, schema))
-    # The join's metrics go into each micro-batch's progress (enrich.spark.metrics.observed).
-    schema = StructType([*df.schema.fields, *fields, metrics_field()])
-    return observed(df.mapInArrow(partial(enrich_batches, plan), schema), name)
+    return face.settings(settings, knobs).for_join(**join)
 
 
 def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:
@@ -217,7 +259,7 @@ def join_columns(
         ValueError: a key column is missing or of a type keys cannot have, or an added
             column's name is already taken (the message names it).
     """
-    from .keys import check_key_columns
+    from .key_columns import check_key_columns
 
     positions = _key_positions(schema.names, settings.on, on)
     check_key_columns(schema, positions)

@@ -41,22 +41,23 @@ try:
     from pyspark.sql.types import StructType
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "enrich.spark.sql.join needs pyspark >= 4.1 (Arrow UDTFs) and pyarrow"
+        "enrich.spark.sql.join_table needs pyspark >= 4.1 (Arrow UDTFs) and pyarrow"
     ) from exc
 
-from ...engine.retry import RetryStrategy
-from ...engine.wait_settings import DEFAULT_TIMEOUT
 from ...lookup.cache.full import FullCache
 from ...lookup.cache.lookup_cache import LookupCache
 from ...lookup.contract.lookup_source import LookupSource
-from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
-from ..join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan
-from ..join.dataframe import join_columns
+from ...lookup.join_settings import DEFAULT_MAX_BATCH
+from ..join.join_frame import join_shape
 from ..join.lane_push import LanePush
 from ..metrics.accumulator import register
+from ..stages.operator_settings import SQL_LOOKUP_JOIN, OperatorSettings
 
 if TYPE_CHECKING:
     from pyspark.sql.udtf import UserDefinedTableFunction
+    from typing_extensions import Unpack
+
+    from ..stages.operator_settings import CallKnobs
 
 __all__ = ("register_lookup_join",)
 
@@ -69,14 +70,11 @@ def register_lookup_join(
     input: DataFrame | StructType | str,
     on: str | Sequence[str],
     how: str = "left",
-    capacity: int = DEFAULT_SPARK_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
     cache: LookupCache | FullCache | None = None,
-    on_error: str = "fail",
     max_batch: int = DEFAULT_MAX_BATCH,
     prefix: str = "",
-    error_column: str = "enrich_error",
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[CallKnobs],
 ) -> Any:
     """Register ``name(TABLE(...))``: the input's rows joined with ``source`` (see the module).
 
@@ -87,8 +85,9 @@ def register_lookup_join(
         input: the columns of the tables it will be given: a DataFrame, the name of a
             table or view, or a schema. ``TABLE(...)`` arguments must have exactly these
             columns (names and order).
-        on / how / capacity / timeout / retry / cache / on_error / max_batch / prefix /
-            error_column: as for :func:`enrich.spark.lookup_join`.
+        on / how / cache / max_batch / prefix / settings, and the knobs capacity /
+            timeout / retry / on_error / error_column: as for
+            :func:`enrich.spark.lookup_join` (rows keep their order: no mode).
 
     Returns:
         The registered table function (callable on a DataFrame's ``asTable()`` too).
@@ -97,36 +96,13 @@ def register_lookup_join(
         ValueError: a key column is missing or of a type no key may have, output names
             collide, or a setting is invalid (each named).
     """
-    if not isinstance(source, LookupSource):
-        raise ValueError(
-            f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
-        )
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
+    own = {"on": on, "how": how, "cache": cache, "max_batch": max_batch, "prefix": prefix}
     schema = _input_schema(spark, input)
-    settings = JoinSettings(
-        on=on,
-        how=how,
-        on_error=on_error,
-        mode="ordered",
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        cache=cache,
-        max_batch=max_batch,
-        prefix=prefix,
-        error_column=error_column,
-    )
-    positions, columns, fields = join_columns(schema, source, settings, on)
-    plan = JoinPlan(
-        name=name,
-        source=source,
-        on=positions,
-        columns=columns,
-        settings=settings,
-        accumulator=register(spark, name),
-    )
-    output = StructType([*schema.fields, *fields])
+    shape = join_shape(SQL_LOOKUP_JOIN, schema, source, settings, knobs, **own)
+    plan = shape.plan(name, register(spark, name))
+    output = StructType([*schema.fields, *shape.fields])
     expected = list(schema.names)
 
     class LookupJoinTable:

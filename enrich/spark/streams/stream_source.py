@@ -52,10 +52,10 @@ from .loss import (
     loss_counts,
     parse_id,
 )
-from .metrics import counter_for
 from .offsets import Offsets, text
 from .read import RedisStreamPartition, read_partition, stream_partitions
-from .settings import FORMAT, StreamSettings
+from .stream_counts import counter_for
+from .stream_options import FORMAT, StreamSettings
 
 try:  # pyspark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (

@@ -24,8 +24,8 @@ from ...engine.records.call_metrics import JoinMetrics
 from ...engine.runtime import get_loop, run_sync
 from ...maps.calls import call_for, user_retry
 from ...maps.results import Assembler
-from ..metrics.rows import report
-from .batches import MapPlan, gate
+from ..metrics.metric_rows import report
+from .map_batches import MapPlan, gate
 
 
 def map_structs(

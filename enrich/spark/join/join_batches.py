@@ -28,7 +28,7 @@ from ...lookup.iterators import join_chunks
 from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.lane.run import ColumnarLane
 from ...lookup.outcome import ColumnarJoined, JoinedChunk
-from ..metrics.rows import observed_batches, report
+from ..metrics.metric_rows import observed_batches, report
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class JoinPlan:
         accumulator: where a task adds its metrics (a pyspark Accumulator, or anything
             with ``add({(name, query_id, batch_id): JoinMetrics})``), or None.
         observed: the output carries the metrics column and each task's metrics row
-            (:mod:`enrich.spark.metrics.rows`), for ``DataFrame.observe``.
+            (:mod:`enrich.spark.metrics.metric_rows`), for ``DataFrame.observe``.
     """
 
     name: str

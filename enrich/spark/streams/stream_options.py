@@ -1,5 +1,5 @@
 """The ``redis-stream`` source's options, read once on the driver (see
-:mod:`enrich.spark.streams.source` for what each means)."""
+:mod:`enrich.spark.streams.stream_source` for what each means)."""
 
 from __future__ import annotations
 

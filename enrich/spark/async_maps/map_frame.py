@@ -1,11 +1,12 @@
 """``async_map``: Flink's async I/O (``AsyncDataStream.orderedWait/unorderedWait``) for
 any async function, on a DataFrame; checked on the driver, run by ``mapInArrow`` on the
-workers (:mod:`.batches`)."""
+workers (:mod:`.map_batches`)."""
 
 from __future__ import annotations
 
 import inspect
 import uuid
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -13,18 +14,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from ...engine.function import AsyncFunction, invoke_style
-from ...engine.model import OutputMode
 from ...engine.records.record_schema import SchemaLike
-from ...engine.wait_settings import DEFAULT_TIMEOUT
-from ...maps.map_settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
-from ..join.dataframe import check_collisions
-from ..sink.joined import SinkJoin, mark
-from ..types import spark_type
+from ...maps.map_settings import DEFAULT_BATCH_WAIT, MapSettings
+from ..join.join_frame import check_collisions
+from ..spark_types import spark_type
+from ..stages.operator_settings import ASYNC_MAP, Face, OperatorSettings
 
 if TYPE_CHECKING:
-    from enrich.protect import JobRateLimit
+    from typing_extensions import Unpack
 
-    from ...engine.retry import RetryStrategy
+    from ..stages.operator_settings import MapKnobs
+    from ..stages.pipeline import ArrowFunction
+    from .map_batches import MapPlan
 
 
 def async_map(
@@ -32,18 +33,12 @@ def async_map(
     fn: Any,
     returns: SchemaLike,
     *,
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_MAP_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    on_error: str = "fail",
-    error_column: str = "enrich_error",
     name: str | None = None,
     batch_size: int | None = None,
     batch_wait: float = DEFAULT_BATCH_WAIT,
-    job_rate_limit: JobRateLimit | None = None,
-    concurrency: int | str | None = None,
     observe: bool | None = None,
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[MapKnobs],
 ) -> DataFrame:
     """Call ``fn`` for every row of ``df``, asynchronously, and add the fields it returns.
 
@@ -62,6 +57,10 @@ def async_map(
             one result per row, in order. It is pickled to the executors.
         returns: the fields ``fn`` adds, as Spark DDL (``"score double, label string"``),
             a mapping or a :class:`~enrich.Schema`.
+        settings: the operator's knobs in one object
+            (:class:`~enrich.spark.OperatorSettings`: mode, capacity, timeout, retry,
+            on_error, error_column, concurrency, job_rate_limit); each knob is also a
+            keyword argument, which goes on top of ``settings``:
         mode: "ordered" keeps each partition's order; "unordered" emits rows as their
             calls complete (a slow call then holds only its own row, where under
             "ordered" it holds every row behind it, up to ``capacity``).
@@ -99,45 +98,61 @@ def async_map(
             of ``returns`` (or the error column) is already a column of ``df``.
         SchemaError: ``returns`` does not parse (the message names the field).
     """
-    from ..join.dataframe import join_name
-    from ..metrics.accumulator import register
-    from ..metrics.observed import metrics_field, observed
-    from .batches import MapPlan, map_batches
+    from ..join.join_frame import join_name
+    from ..stages.pipeline import add_operator_stage
+    from .map_batches import map_batches
 
-    settings = MapSettings(
-        returns=returns,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        on_error=on_error,
-        error_column=error_column,
-        batch_size=batch_size,
-        batch_wait=batch_wait,
-        concurrency=concurrency,
-        job_rate_limit=job_rate_limit,
+    mapping = map_settings(ASYNC_MAP, fn, returns, settings, knobs, batch_size, batch_wait)
+    fields = added_fields(df.schema, mapping)
+    name = join_name(name, prefix="map")
+
+    def function(accumulator: Any, observed: bool) -> ArrowFunction:
+        return partial(map_batches, map_plan(name, fn, mapping, accumulator, observed=observed))
+
+    return add_operator_stage(df, fields, name=name, observe=observe, function=function)
+
+
+def map_settings(
+    face: Face,
+    fn: Any,
+    returns: SchemaLike,
+    settings: OperatorSettings | None,
+    knobs: Mapping[str, Any],
+    batch_size: int | None,
+    batch_wait: float,
+) -> MapSettings:
+    """What every map face checks first: the map's settings (``face``'s knobs from
+    ``settings`` and ``knobs``, with ``returns`` and the batches), then ``fn``.
+
+    Raises:
+        ValueError: a setting is invalid (named with its value), or ``fn`` is not an
+            async function.
+        TypeError: a keyword argument the face does not take.
+        SchemaError: ``returns`` does not parse.
+    """
+    mapping = face.settings(settings, knobs).for_map(
+        returns=returns, batch_size=batch_size, batch_wait=batch_wait
     )
     check_function(fn, batched=batch_size is not None)
-    fields = added_fields(df.schema, settings)
-    name = join_name(name, prefix="map")
-    accumulator = register(df.sparkSession, name)
-    observing = bool(observe) if observe is not None else df.isStreaming and accumulator is None
-    plan = MapPlan(
+    return mapping
+
+
+def map_plan(
+    name: str, fn: Any, settings: MapSettings, accumulator: Any, *, observed: bool = False
+) -> MapPlan:
+    """The plan a map's workers run: ``fn`` under ``settings``, its metrics under
+    ``name`` (a fresh key: each registration's process-wide state is its own)."""
+    from .map_batches import MapPlan
+
+    return MapPlan(
         name=name,
         key=uuid.uuid4().hex,
         fn=fn,
         columns=tuple(settings.returns.names),
         settings=settings,
         accumulator=accumulator,
-        observed=observing,
+        observed=observed,
     )
-    if not observing:
-        schema = StructType([*df.schema.fields, *fields])
-        function = partial(map_batches, plan)
-        # The redis sink may run the calls itself (enrich.spark.sink.joined, low_latency).
-        return mark(df.mapInArrow(function, schema), SinkJoin(df, function, schema))
-    schema = StructType([*df.schema.fields, *fields, metrics_field()])
-    return observed(df.mapInArrow(partial(map_batches, plan), schema), name)
 
 
 def added_fields(schema: StructType, settings: MapSettings) -> list[StructField]:
