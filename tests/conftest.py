@@ -1,4 +1,4 @@
-"""Fixtures every test folder may use: the embedded PostgreSQL (tests/support/postgres_fixtures.py)."""
+"""Fixtures any test folder may use: the embedded PostgreSQL (tests/support/postgres_fixtures)."""
 
 from __future__ import annotations
 
