@@ -144,7 +144,8 @@ def test_sql_function(spark: SparkSession, dims: PostgresServer) -> None:
     )
 
     got = spark.sql(
-        "SELECT order_id, u.name FROM (SELECT *, pg_user(user_id) AS u FROM pg_orders) ORDER BY order_id"
+        "SELECT order_id, u.name FROM (SELECT *, pg_user(user_id) AS u FROM pg_orders) "
+        "ORDER BY order_id"
     ).collect()
 
     assert [tuple(r) for r in got] == [(1, "Ada"), (2, None)]
