@@ -1,4 +1,6 @@
-"""Fixtures every test folder may use: real database servers started on free ports."""
+"""Fixtures any test folder may use: real database servers on free loopback ports, the
+embedded PostgreSQL (tests/support/postgres_fixtures) and a MariaDB/MySQL
+(tests/support/mysql_fixtures)."""
 
 from __future__ import annotations
 
@@ -6,4 +8,9 @@ from tests.support.mysql_fixtures import (  # noqa: F401 (pytest finds fixtures 
     mysql_server,
     mysql_session_server,
     mysql_url,
+)
+from tests.support.postgres_fixtures import (  # noqa: F401 (pytest finds fixtures by name)
+    postgres_server,
+    postgres_url,
+    restartable_postgres,
 )

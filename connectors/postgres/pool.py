@@ -1,0 +1,251 @@
+"""A process's asyncpg pool for one source on one loop, and what it learns of the table.
+
+A :class:`Handle` is opened lazily on the runtime loop (:func:`enrich.spi.loop_resource`):
+equal sources of a process share it. It holds:
+
+* the asyncpg pool: at most ``pool_size`` connections, opened on demand (none at start),
+  each closed once it has served ``max_lifetime`` seconds (checked when it is given
+  back) or been idle for as long; a connection sets ``statement_timeout`` on the server
+  and ``application_name = 'spark-enrich'``; asyncpg prepares each statement once per
+  connection and reuses it (its statement cache), and the pool's per-release reset
+  round trip is skipped (the lookups change no session state);
+* the :class:`Plan`, read once per handle: the key columns' types (so that a key of the
+  wrong type fails alone, before the statement is sent, and a composite key's arrays are
+  cast) and the statements built from them;
+* the store protections: the adaptive limit's slots (``concurrency="auto"``) and the
+  job-wide rate limit's share (``job_rate_limit``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote as url_quote, urlencode
+
+import asyncpg
+
+from connectors.sql import SqlSettings, batch_statement, full_statement
+from enrich.spi import (
+    AdaptiveLimit,
+    JobLimiter,
+    Schema,
+    Slots,
+    limiter_for,
+    loop_resource,
+    pop_loop_resource,
+    process_limit,
+)
+
+from .dialect import PgDialect, key_kind, quote
+
+_log = logging.getLogger("connectors.postgres")
+REGISTRY = "connectors.postgres"
+# The client gives the server's statement_timeout this long to cancel a statement before
+# it stops waiting itself (either way the key's outcome is a timeout).
+_CLIENT_GRACE = 1.0
+
+
+class _Connection(asyncpg.Connection):  # type: ignore[misc]
+    """A connection that knows its age (asyncpg's pool has no lifetime of its own)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.born = time.monotonic()
+
+
+async def _no_reset(connection: Any) -> None:
+    """The pool's reset on release, skipped: lookups change no session state."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one handle learned of the table, and the statements built from it.
+
+    Attributes:
+        kinds: per key column, what a key part must be (``connectors.sql.fit_key``).
+        batch_sql: the statement answering a batch of keys.
+        full_sql: the statement reading the whole dimension (None: the query form
+            without ``full_query``).
+    """
+
+    kinds: tuple[str, ...]
+    batch_sql: str
+    full_sql: str | None
+
+
+@dataclass(eq=False)
+class Handle:
+    """A process's pool for one source's settings on one loop (see the module)."""
+
+    pool: asyncpg.Pool
+    loop: asyncio.AbstractEventLoop
+    settings: SqlSettings
+    adaptive: AdaptiveLimit | None = None
+    slots: Slots | None = None
+    job_limiter: JobLimiter | None = None
+    plans: dict[Schema, Plan] = field(default_factory=dict)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _started: bool = False
+
+    async def plan(self, schema: Schema) -> Plan:
+        """The statements for ``schema``, read from the table on first use.
+
+        Raises:
+            whatever asyncpg raises (the caller translates it).
+        """
+        found = self.plans.get(schema)
+        if found is not None:
+            return found
+        async with self._lock:
+            if not self._started:
+                await self.pool  # creates no connection: min_size is 0
+                self._started = True
+            if schema not in self.plans:
+                self.plans[schema] = await self._read_plan(schema)
+        return self.plans[schema]
+
+    async def _read_plan(self, schema: Schema) -> Plan:
+        target = self.settings.target
+        async with self.connection() as conn:
+            if target.query is None:
+                probe = (
+                    f"SELECT {', '.join(quote(k) for k in target.keys)} FROM "
+                    f"{'.'.join(quote(p) for p in target.table)} WHERE false"
+                )
+                types = [a.type for a in (await conn.prepare(probe)).get_attributes()]
+                dialect = PgDialect(tuple(f"{quote(t.schema)}.{quote(t.name)}" for t in types))
+                kinds = tuple(key_kind(t.name) for t in types)
+            else:
+                dialect = PgDialect()
+                sql = batch_statement(target, schema, dialect)
+                parameter = (await conn.prepare(sql)).get_parameters()[0]
+                kinds = (key_kind(parameter.name.lstrip("_")),)
+            sql = batch_statement(target, schema, dialect)
+            await conn.prepare(sql)  # a missing column or a bad query fails here, once
+        full = (
+            None
+            if target.query is not None and target.full_query is None
+            else (full_statement(target, schema, dialect))
+        )
+        _log.debug("postgres plan for %s: %s", target.table_name, sql)
+        return Plan(kinds=kinds, batch_sql=sql, full_sql=full)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Any]:
+        """A pooled connection; one past ``max_lifetime`` is closed when given back."""
+        conn = await self.pool.acquire(timeout=self.settings.timeout)
+        try:
+            yield conn
+        finally:
+            if time.monotonic() - conn.born > self.settings.max_lifetime:
+                conn.terminate()  # the pool replaces a closed connection on demand
+            await self.pool.release(conn)
+
+    async def fetch(self, sql: str, args: list[Any], keys: int) -> list[Any]:
+        """Run one statement under the protections; its rows."""
+        if self.job_limiter is not None:
+            await self.job_limiter.acquire(keys)
+        if self.slots is None:
+            async with self.connection() as conn:
+                rows: list[Any] = await conn.fetch(
+                    sql, *args, timeout=self.settings.timeout + _CLIENT_GRACE
+                )
+                return rows
+        return await self._fetch_adaptive(sql, args)
+
+    async def _fetch_adaptive(self, sql: str, args: list[Any]) -> list[Any]:
+        slots, adaptive = self.slots, self.adaptive
+        assert slots is not None and adaptive is not None
+        if not slots.take():
+            await slots.wait()
+        started = time.perf_counter()
+        timed_out = False
+        try:
+            async with self.connection() as conn:
+                rows: list[Any] = await conn.fetch(
+                    sql, *args, timeout=self.settings.timeout + _CLIENT_GRACE
+                )
+                return rows
+        except (asyncio.TimeoutError, asyncpg.QueryCanceledError):
+            timed_out = True
+            raise
+        finally:
+            latency = time.perf_counter() - started
+            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
+            if limit != slots.limit:
+                slots.resize(limit)
+            slots.release()
+
+    async def aclose(self) -> None:
+        """Close the pool's connections (waiting for none: lookups are short)."""
+        if self._started:
+            self.pool.terminate()
+
+
+def dsn(settings: SqlSettings) -> str:
+    """The connection string without the password (given to asyncpg apart)."""
+    url = settings.url
+    user = f"{url_quote(url.username, safe='')}@" if url.username else ""
+    query = f"?{urlencode(url.params)}" if url.params else ""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"postgresql://{user}{host}:{url.port}/{url_quote(url.database, safe='')}{query}"
+
+
+def connect_options(settings: SqlSettings) -> dict[str, Any]:
+    """asyncpg's connection arguments for ``settings`` (also used to read the columns)."""
+    return {
+        "dsn": dsn(settings),
+        "password": settings.url.password,
+        "timeout": settings.timeout,
+        "command_timeout": settings.timeout + _CLIENT_GRACE,
+        "server_settings": {
+            "statement_timeout": str(int(settings.timeout * 1000)),
+            "application_name": "spark-enrich",
+        },
+    }
+
+
+def handle_for(settings: SqlSettings) -> Handle:
+    """This process's handle for ``settings`` on the running loop, opened on first use."""
+    return loop_resource(REGISTRY, settings, lambda loop: _open(settings, loop))
+
+
+def adaptive_key(settings: SqlSettings) -> tuple[str, SqlSettings]:
+    """The key of a pool's adaptive limit in this process (see enrich.protect.adaptive)."""
+    return (REGISTRY, settings)
+
+
+def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
+    _log.debug(
+        "opening postgres pool for %s (pool_size=%d)", settings.url.masked(), settings.pool_size
+    )
+    pool = asyncpg.create_pool(
+        min_size=0,
+        max_size=settings.pool_size,
+        max_inactive_connection_lifetime=settings.max_lifetime,
+        connection_class=_Connection,
+        reset=_no_reset,
+        **connect_options(settings),
+    )
+    handle = Handle(pool=pool, loop=loop, settings=settings)
+    if settings.concurrency == "auto":
+        handle.adaptive = process_limit(adaptive_key(settings), settings.pool_size)
+        handle.slots = Slots(handle.adaptive.limit)
+    if settings.job_rate_limit is not None:
+        handle.job_limiter = limiter_for(settings.job_rate_limit)
+    return handle
+
+
+async def close_handle(settings: SqlSettings) -> None:
+    """Close and forget the running loop's handle for ``settings``, if there is one."""
+    handle = pop_loop_resource(REGISTRY, settings)
+    if handle is not None:
+        await handle.aclose()
+
+
+__all__ = ("Handle", "Plan", "adaptive_key", "close_handle", "connect_options", "handle_for")
