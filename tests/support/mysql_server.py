@@ -91,7 +91,7 @@ class MySqlServer:
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
     user: str = TEST_USER
-    password: str = TEST_PASSWORD
+    password: str = field(default=TEST_PASSWORD, repr=False)
     database: str = TEST_DATABASE
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -212,6 +212,19 @@ class MySqlServer:
                 else:
                     cursor.execute(sql, args)
                 return list(cursor.fetchall())
+        finally:
+            connection.close()
+
+    def sql(self, script: str) -> None:
+        """Run a script of statements separated by ``;`` as the test user."""
+        from pymysql.constants import CLIENT
+
+        connection = self.connect(client_flag=CLIENT.MULTI_STATEMENTS)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(script)
+                while cursor.nextset():
+                    pass
         finally:
             connection.close()
 
