@@ -20,7 +20,8 @@ from .pool import connect_options
 __all__ = ("read_columns", "read_schema")
 
 # MySQL's information_schema spellings that the base's table does not name.
-MYSQL_TYPES = {"json": "string", "year": "int", "bit": "binary", "longtext": "string"}
+# TIMESTAMP is an instant (stored in UTC; read in the session's UTC), DATETIME a wall-clock.
+MYSQL_TYPES = {"json": "string", "year": "int", "bit": "binary", "timestamp": "timestamp"}
 
 
 def read_columns(settings: SqlSettings) -> list[Column]:

@@ -250,6 +250,9 @@ def connect_options(settings: SqlSettings) -> dict[str, Any]:
         "autocommit": True,
         "ssl": tls_context(settings),
         "program_name": "spark-enrich",
+        # TIMESTAMP columns come back in the session's zone: UTC, as a timestamp field
+        # reads a naive datetime.
+        "init_command": "SET time_zone = '+00:00'",
     }
 
 
