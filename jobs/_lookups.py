@@ -41,6 +41,7 @@ STORE_KINDS: dict[str, tuple[str, str, str]] = {
     "redis": ("connectors.redis", "RedisLookup", "url"),
     "http": ("connectors.http", "HttpLookup", "url_template"),
     "postgres": ("connectors.postgres", "PostgresLookup", "url"),
+    "mysql": ("connectors.mysql", "MySqlLookup", "url"),
 }
 
 
