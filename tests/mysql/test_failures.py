@@ -148,7 +148,9 @@ def _restart_job(
 ) -> list[dict[str, Any]]:
     """3,000 rows joined while the server goes down at row 500 and comes back once a
     lookup has met it down."""
-    server.sql("DROP TABLE IF EXISTS people; CREATE TABLE people (id BIGINT PRIMARY KEY, name TEXT)")
+    server.sql(
+        "DROP TABLE IF EXISTS people; CREATE TABLE people (id BIGINT PRIMARY KEY, name TEXT)"
+    )
     server.execute(
         "INSERT INTO people VALUES (%s, %s)", [(i, f"n{i}") for i in range(300)], many=True
     )

@@ -207,7 +207,9 @@ def test_description_pickles_compares_and_hides_the_password(tables: MySqlServer
 
     assert copy == users and hash(copy) == hash(users)
     assert tables.password not in repr(users) + repr(copy) + str(users._settings)
-    assert repr(users).startswith(f"MySqlLookup('mysql://enrich:***@127.0.0.1:{tables.port}/enrich'")
+    assert repr(users).startswith(
+        f"MySqlLookup('mysql://enrich:***@127.0.0.1:{tables.port}/enrich'"
+    )
 
 
 @pytest.mark.parametrize(

@@ -76,9 +76,7 @@ def test_one_to_many_and_composite_keys(spark: SparkSession, dims: MySqlServer) 
         [(1, "eu", 1), (2, "us", 1), (3, "us", 2), (4, "eu", None)],
         "event bigint, tenant string, user_id bigint",
     )
-    accounts = MySqlLookup(
-        dims.url, table="accounts", key=["tenant", "id"], schema="plan string"
-    )
+    accounts = MySqlLookup(dims.url, table="accounts", key=["tenant", "id"], schema="plan string")
     orders = MySqlLookup(dims.url, table="orders", key="user_id", schema="item string")
 
     joined = lookup_join(events, accounts, on=["tenant", "user_id"], how="left")
@@ -140,9 +138,7 @@ def test_sql_function(spark: SparkSession, dims: MySqlServer) -> None:
     spark.createDataFrame(
         [(1, 1), (2, 99)], "order_id bigint, user_id bigint"
     ).createOrReplaceTempView("my_orders")
-    register_lookup(
-        spark, "my_user", MySqlLookup(dims.url, table="users", key="id", schema=SCHEMA)
-    )
+    register_lookup(spark, "my_user", MySqlLookup(dims.url, table="users", key="id", schema=SCHEMA))
 
     got = spark.sql(
         "SELECT order_id, u.name FROM (SELECT *, my_user(user_id) AS u FROM my_orders) "
