@@ -19,6 +19,7 @@ from JSON text).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,7 @@ def is_bulk(schema: Any, key_width: int, column_types: Sequence[str]) -> bool:
     if key_width != 1:
         return False
     for field, array_type in zip(schema.fields, column_types, strict=True):
-        element = array_type.removeprefix("_")
+        element = array_type.removesuffix("[]").removeprefix("_")
         ddl = str(field.type)
         allowed = frozenset({"numeric"}) if ddl.startswith("decimal(") else _BULK.get(ddl)
         if allowed is None or element not in allowed:
@@ -97,6 +98,17 @@ def decode(
     except (_Fallback, pa.ArrowException, TypeError, ValueError, OverflowError):
         rows = list(zip(*columns, strict=True))
         return answer_from_mapping(wanted, reader.answers(wanted, rows), struct_type)
+
+
+def merge(outcomes: Sequence[list[list[Any] | None]]) -> list[list[Any] | None]:
+    """The columns of several statements' answers, end to end (None: no rows at all)."""
+    if len(outcomes) == 1:
+        return outcomes[0]
+    merged: list[list[Any] | None] = []
+    for columns in zip(*outcomes, strict=True):
+        present = [column for column in columns if column is not None]
+        merged.append(list(itertools.chain.from_iterable(present)) if present else None)
+    return merged
 
 
 def failed(keys: Sequence[Any], error: LookupFailed, struct_type: pa.StructType) -> ColumnarAnswer:

@@ -128,7 +128,7 @@ class Handle:
                 dialect = PgDialect()
                 sql = batch_statement(target, schema, dialect)
                 parameter = (await conn.prepare(sql)).get_parameters()[0]
-                kinds = (key_kind(parameter.name.lstrip("_")),)
+                kinds = (key_kind(parameter.name.removesuffix("[]").removeprefix("_")),)
             sql = batch_statement(target, schema, dialect)
             await conn.prepare(sql)  # a missing column or a bad query fails here, once
             arrow_sql = aggregate_statement(sql, [*target.keys, *schema.names], quote)
@@ -146,7 +146,10 @@ class Handle:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
         """A pooled connection; one past ``max_lifetime`` is closed when given back."""
-        conn = await self.pool.acquire(timeout=self.settings.timeout)
+        # No time limit on waiting for a pooled connection: that wait is back-pressure
+        # (statements queued behind the pool's size), not the server's slowness; opening
+        # a connection has its own limit (the connect timeout).
+        conn = await self.pool.acquire()
         try:
             yield conn
         finally:

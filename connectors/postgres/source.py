@@ -335,9 +335,12 @@ class PostgresLookup:
                     )
         size = settings.max_batch
         slices = [fitting[i : i + size] for i in range(0, len(fitting), size)]
+        if refused:
+            batches = [[wanted[p] for p in positions] for positions in slices]
+        else:  # every key fits: the slices of positions are slices of the keys
+            batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
 
-        async def one(positions: list[int]) -> Any:
-            batch = [wanted[p] for p in positions]
+        async def one(batch: list[Any]) -> Any:
             try:
                 rows = await self._fetch(handle, plan.arrow_sql, batch)
             except LookupFailed as exc:
@@ -346,22 +349,24 @@ class PostgresLookup:
                 return await self._singly(handle, plan.batch_sql, batch)
             return list(rows[0])
 
-        outcomes = await asyncio.gather(*(one(p) for p in slices))
+        outcomes = await asyncio.gather(*(one(batch) for batch in batches))
         failures = [o for o in outcomes if isinstance(o, LookupFailed)]
         if failures and len(failures) == len(outcomes):
             raise failures[0]
         reader = self._reader
 
         def decode() -> Any:
+            if not refused and all(type(o) is list for o in outcomes):
+                # The common case: every statement answered; one decode for them all.
+                return arrow.decode(keys, wanted, arrow.merge(outcomes), reader, struct_type)
             parts = []
-            for positions, outcome in zip(slices, outcomes, strict=True):
-                part_keys = keys.take(positions) if len(positions) != len(keys) else keys
-                batch = [wanted[p] for p in positions]
+            for positions, batch, outcome in zip(slices, batches, outcomes, strict=True):
                 if isinstance(outcome, LookupFailed):
                     parts.append((positions, arrow.failed(batch, outcome, struct_type)))
                 elif isinstance(outcome, dict):
                     parts.append((positions, answer_from_mapping(batch, outcome, struct_type)))
                 else:
+                    part_keys = keys.take(positions)
                     parts.append(
                         (positions, arrow.decode(part_keys, batch, outcome, reader, struct_type))
                     )
