@@ -41,6 +41,7 @@ from enrich.spi import (
     process_limit,
 )
 
+from .arrow import aggregate_statement, is_bulk
 from .dialect import PgDialect, key_kind, quote
 
 _log = logging.getLogger("connectors.postgres")
@@ -69,6 +70,8 @@ class Plan:
     Attributes:
         kinds: per key column, what a key part must be (``connectors.sql.fit_key``).
         batch_sql: the statement answering a batch of keys.
+        arrow_sql: the same, as one row of column arrays (``connectors.postgres.arrow``);
+            "" where the fields' column types need the per-row decoder.
         full_sql: the statement reading the whole dimension (None: the query form
             without ``full_query``).
     """
@@ -76,6 +79,7 @@ class Plan:
     kinds: tuple[str, ...]
     batch_sql: str
     full_sql: str | None
+    arrow_sql: str = ""
 
 
 @dataclass(eq=False)
@@ -124,21 +128,28 @@ class Handle:
                 dialect = PgDialect()
                 sql = batch_statement(target, schema, dialect)
                 parameter = (await conn.prepare(sql)).get_parameters()[0]
-                kinds = (key_kind(parameter.name.lstrip("_")),)
+                kinds = (key_kind(parameter.name.removesuffix("[]").removeprefix("_")),)
             sql = batch_statement(target, schema, dialect)
             await conn.prepare(sql)  # a missing column or a bad query fails here, once
+            arrow_sql = aggregate_statement(sql, [*target.keys, *schema.names], quote)
+            columns = (await conn.prepare(arrow_sql)).get_attributes()[len(target.keys) :]
+            if not is_bulk(schema, len(target.keys), [c.type.name for c in columns]):
+                arrow_sql = ""  # the columnar lookup decodes row by row
         full = (
             None
             if target.query is not None and target.full_query is None
             else (full_statement(target, schema, dialect))
         )
         _log.debug("postgres plan for %s: %s", target.table_name, sql)
-        return Plan(kinds=kinds, batch_sql=sql, full_sql=full)
+        return Plan(kinds=kinds, batch_sql=sql, full_sql=full, arrow_sql=arrow_sql)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
         """A pooled connection; one past ``max_lifetime`` is closed when given back."""
-        conn = await self.pool.acquire(timeout=self.settings.timeout)
+        # No time limit on waiting for a pooled connection: that wait is back-pressure
+        # (statements queued behind the pool's size), not the server's slowness; opening
+        # a connection has its own limit (the connect timeout).
+        conn = await self.pool.acquire()
         try:
             yield conn
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
@@ -188,6 +189,8 @@ class PostgresLookup:
             yield refused
         size = settings.max_batch
         batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
+        if not batches:
+            return
         if len(batches) == 1:
             yield await self._batch(handle, plan.batch_sql, batches[0], alone=raise_all)
             return
@@ -201,7 +204,7 @@ class PostgresLookup:
                     failures.append(answers)
                     answers = dict.fromkeys(batches[n], answers)
                 yield answers
-        if raise_all and len(failures) == len(batches):
+        if raise_all and batches and len(failures) == len(batches):
             raise failures[0]
 
     async def _batch(self, handle: pools.Handle, sql: str, keys: list[Any], *, alone: bool) -> Any:
@@ -292,13 +295,84 @@ class PostgresLookup:
         return decode()
 
     async def fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
-        """``lookup_arrow`` split at the answer: the statements now, the Arrow building
-        returned as a step the caller runs on its own thread."""
+        """``lookup_arrow`` split at the answer: the statements now (one row of column
+        arrays per batch, see ``connectors.postgres.arrow``), the Arrow building returned
+        as a step the caller runs on its own thread.
+
+        Raises:
+            LookupFailed: every statement of the call failed.
+        """
         from enrich.spi import answer_from_mapping
 
+        from . import arrow
+
+        settings = self._settings
         wanted = keys.to_pylist()
-        found = await self.lookup_many(wanted)
-        return lambda: answer_from_mapping(wanted, found, struct_type)
+        handle = pools.handle_for(settings)
+        try:
+            plan = await handle.plan(self.schema)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, settings) from exc
+        if not plan.arrow_sql:  # a composite key, or a field Arrow cannot take as it is
+            found = await self.lookup_many(wanted)
+            return lambda: answer_from_mapping(wanted, found, struct_type)
+        kinds = plan.kinds
+        refused: dict[int, BaseException] = {}
+        if kinds == ("int",) and pa_is_integer(keys):
+            fitting = list(range(len(wanted)))
+        else:
+            fitting = []
+            for position, key in enumerate(wanted):
+                try:
+                    fit_key(key, kinds)
+                    fitting.append(position)
+                except TypeError as exc:
+                    refused[position] = LookupFailed(
+                        f"postgres table {settings.target.table_name!r}: key {short(key)}: {exc}",
+                        key=key,
+                        kind="key",
+                        retryable=False,
+                    )
+        size = settings.max_batch
+        slices = [fitting[i : i + size] for i in range(0, len(fitting), size)]
+        if refused:
+            batches = [[wanted[p] for p in positions] for positions in slices]
+        else:  # every key fits: the slices of positions are slices of the keys
+            batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
+
+        async def one(batch: list[Any]) -> Any:
+            try:
+                rows = await self._fetch(handle, plan.arrow_sql, batch)
+            except LookupFailed as exc:
+                return exc
+            except _RefusedArgument:
+                return await self._singly(handle, plan.batch_sql, batch)
+            return list(rows[0])
+
+        outcomes = await asyncio.gather(*(one(batch) for batch in batches))
+        failures = [o for o in outcomes if isinstance(o, LookupFailed)]
+        if failures and len(failures) == len(outcomes):
+            raise failures[0]
+        reader = self._reader
+
+        def decode() -> Any:
+            if not refused and all(type(o) is list for o in outcomes):
+                # The common case: every statement answered; one decode for them all.
+                return arrow.decode(keys, wanted, arrow.merge(outcomes), reader, struct_type)
+            parts = []
+            for positions, batch, outcome in zip(slices, batches, outcomes, strict=True):
+                if isinstance(outcome, LookupFailed):
+                    parts.append((positions, arrow.failed(batch, outcome, struct_type)))
+                elif isinstance(outcome, dict):
+                    parts.append((positions, answer_from_mapping(batch, outcome, struct_type)))
+                else:
+                    part_keys = keys.take(positions)
+                    parts.append(
+                        (positions, arrow.decode(part_keys, batch, outcome, reader, struct_type))
+                    )
+            return arrow.assemble(len(wanted), parts, refused, struct_type)
+
+        return decode
 
     # -- protections, lifecycle ---------------------------------------------------------
 
@@ -340,6 +414,13 @@ class PostgresLookup:
 
     def __repr__(self) -> str:
         return f"PostgresLookup({self._settings.described()}, schema={self.schema!r})"
+
+
+def pa_is_integer(keys: Any) -> bool:
+    """Whether an Arrow key array holds integers (so every key fits an integer column)."""
+    import pyarrow.types as pt
+
+    return bool(pt.is_integer(keys.type))
 
 
 class _RefusedArgument(Exception):

@@ -27,7 +27,7 @@ __all__ = (
 
 DEFAULT_POOL_SIZE = 8  # connections per process; several statements in flight
 DEFAULT_MAX_BATCH = 1000  # keys per statement
-DEFAULT_TIMEOUT = 5.0  # seconds: connecting, and each statement (the server cancels it)
+DEFAULT_TIMEOUT = 10.0  # seconds: connecting, and each statement (the server cancels it)
 DEFAULT_MAX_LIFETIME = 1800.0  # seconds a connection serves before it is replaced
 CONCURRENCY = ("fixed", "auto")
 

@@ -205,3 +205,63 @@ def test_description_pickles_compares_and_hides_the_password(tables: PostgresSer
 def test_bad_settings_are_named(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PostgresLookup("postgresql://u:pw@127.0.0.1:1/db", **settings)  # type: ignore[arg-type]
+
+
+def as_mapping(answer: object, keys: list[object]) -> dict[object, object]:
+    """A columnar answer read back as ``lookup_many``'s mapping (errors by their text)."""
+    rows = struct_rows(answer.rows)  # type: ignore[attr-defined]
+    out: dict[object, object] = {}
+    for position, key in enumerate(keys):
+        if position in answer.errors:  # type: ignore[attr-defined]
+            out[key] = f"error: {answer.errors[position]}"  # type: ignore[attr-defined]
+        elif position in answer.multi:  # type: ignore[attr-defined]
+            out[key] = sorted(answer.multi[position])  # type: ignore[attr-defined]
+        else:
+            out[key] = rows[position]
+    return out
+
+
+def expected_of(found: dict[object, object]) -> dict[object, object]:
+    return {
+        key: f"error: {value}"
+        if isinstance(value, Exception)
+        else sorted(value)
+        if isinstance(value, list)
+        else value
+        for key, value in found.items()
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("table", "key", "schema", "keys"),
+    [
+        # several batches (max_batch=2), misses, NULL fields, in the asked order
+        ("users", "id", SCHEMA, [4, 99, 1, 3, 2, 98, 1000]),
+        # 1:N keys: the per-row decoder, rows as a list
+        ("orders", "user_id", "total decimal(10,2), item string", [2, 1, 7]),
+        # numeric read as double, and an int field: Arrow would not take them as they are
+        ("orders", "user_id", "total double", [1, 2]),
+        ("users", "id", "credit int", [1, 3]),
+        # keys an integer column refuses, among good ones
+        ("users", "id", SCHEMA, ["a", 1, b"x", 2]),
+    ],
+)
+async def test_columnar_answers_what_lookup_many_answers(
+    tables: PostgresServer,
+    make_lookup: MakeLookup,
+    table: str,
+    key: str,
+    schema: str,
+    keys: list[object],
+) -> None:
+    from enrich.lookup.dimension.arrow_types import arrow_schema
+
+    source = make_lookup(tables.url, table=table, key=key, schema=schema, max_batch=2)
+    struct = pa.struct(list(arrow_schema(source.schema)))
+    arrow_keys = pa.array(keys) if len({type(k) for k in keys}) == 1 else pa.array(map(str, keys))
+    asked = arrow_keys.to_pylist()
+
+    answer = await source.lookup_arrow(arrow_keys, struct)
+
+    assert as_mapping(answer, asked) == expected_of(dict(await source.lookup_many(asked)))
