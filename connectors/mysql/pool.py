@@ -139,8 +139,11 @@ class Handle:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
-        """A pooled connection; closed instead of given back if its use failed."""
-        conn = await asyncio.wait_for(self.pool.acquire(), self.settings.timeout)
+        """A pooled connection; closed instead of given back if its use failed.
+
+        Waiting for a free connection has no time limit: it is back-pressure (a new
+        connection's own connect is bounded by ``connect_timeout``)."""
+        conn = await self.pool.acquire()
         try:
             yield conn
         except BaseException:
