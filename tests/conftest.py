@@ -8,6 +8,8 @@ from tests.support.mysql_fixtures import (  # noqa: F401 (pytest finds fixtures 
     mysql_server,
     mysql_session_server,
     mysql_url,
+    restartable_mysql,
+    tls_mysql,
 )
 from tests.support.postgres_fixtures import (  # noqa: F401 (pytest finds fixtures by name)
     postgres_server,

@@ -61,10 +61,19 @@ def code(exc: BaseException) -> int | None:
     return None
 
 
+def _cause(exc: BaseException) -> BaseException | None:
+    """What aiomysql wrapped in its "Can't connect" error (refused, TLS, DNS), if anything."""
+    cause = exc.__cause__ or exc.__context__
+    return cause if isinstance(cause, (OSError, asyncio.TimeoutError)) else None
+
+
 def _detail(exc: BaseException, settings: SqlSettings) -> str:
     args = exc.args
     if isinstance(exc, pymysql.err.MySQLError) and len(args) >= 2:
         text = f"{args[0]}: {args[1]}"
+        cause = _cause(exc)
+        if cause is not None:
+            text += f": {cause or type(cause).__name__}"
     else:
         text = str(exc) or type(exc).__name__
     return mask_text(" ".join(text.split()), settings.url.secrets)
@@ -107,7 +116,7 @@ def translate(exc: BaseException, settings: SqlSettings, key: Any = None) -> Loo
             key=key,
             kind="timeout",
         )
-    elif isinstance(exc, ssl.SSLError) or "SSL" in detail:
+    elif isinstance(exc, ssl.SSLError) or isinstance(_cause(exc), ssl.SSLError):
         error = SourceUnavailable(
             f"{where}: TLS failed ({detail})", key=key, kind="tls", retryable=False
         )

@@ -180,12 +180,15 @@ class Handle:
         sql = plan.batch_sql(len(keys))
         args = arguments(keys, len(plan.kinds))
 
-        async def run() -> list[Any]:
-            async with self.connection() as conn, conn.cursor() as cursor:
-                await cursor.execute(sql, args)
-                return list(await cursor.fetchall())
+        async with self.connection() as conn:
 
-        return await asyncio.wait_for(run(), self.settings.timeout + _CLIENT_GRACE)
+            async def run() -> list[Any]:
+                async with conn.cursor() as cursor:
+                    await cursor.execute(sql, args)
+                    return list(await cursor.fetchall())
+
+            # Only the statement is timed: waiting for the pool is back-pressure.
+            return await asyncio.wait_for(run(), self.settings.timeout + _CLIENT_GRACE)
 
     async def aclose(self) -> None:
         """Close the pool's connections (waiting for none: lookups are short)."""

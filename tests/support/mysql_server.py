@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.redis_server import free_port
+from tests.support.redis_server import free_port, make_test_certificates
 
 STARTUP_TIMEOUT = 60.0
 _POLL_INTERVAL = 0.05
@@ -93,11 +93,18 @@ class MySqlServer:
     user: str = TEST_USER
     password: str = field(default=TEST_PASSWORD, repr=False)
     database: str = TEST_DATABASE
+    # Serve TLS too (a test CA and a server certificate for ``host``, made with openssl).
+    tls: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def url(self) -> str:
         return f"mysql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate that signed a TLS server's certificate."""
+        return self.directory / "ca.crt"
 
     @property
     def data_dir(self) -> Path:
@@ -119,6 +126,8 @@ class MySqlServer:
         server, installer = server_binaries()
         self.directory.mkdir(parents=True, exist_ok=True)
         first = not self.data_dir.exists()
+        if self.tls and not self.ca_file.exists():
+            make_test_certificates(self.directory, self.host)
         if first:
             self._initialise(server, installer)
         with open(self.log_path, "ab") as log:
@@ -178,7 +187,17 @@ class MySqlServer:
             "--innodb-doublewrite=0",
             "--skip-log-bin",
             "--max-connections=500",
+            *self._tls_options(),
             *self._run_as(),
+        ]
+
+    def _tls_options(self) -> list[str]:
+        if not self.tls:
+            return []
+        return [
+            f"--ssl-ca={self.ca_file}",
+            f"--ssl-cert={self.directory / 'server.crt'}",
+            f"--ssl-key={self.directory / 'server.key'}",
         ]
 
     def admin(self, **kwargs: Any) -> Any:
