@@ -5,9 +5,11 @@ equal sources of a process share it. It holds:
 
 * the aiomysql pool: at most ``pool_size`` connections, opened on demand (none at
   start), in autocommit (each statement reads the table as it is now, never an old
-  transaction's snapshot), ``utf8mb4``, each replaced after ``max_lifetime`` seconds
-  (``pool_recycle``); a connection whose statement failed or timed out is closed rather
-  than given back, so the pool never hands out one in an unknown state;
+  transaction's snapshot), ``utf8mb4``, each closed once it has served ``max_lifetime``
+  seconds (checked when it is given back) or been idle for as long (``pool_recycle``);
+  dead idle connections (a restart) are dropped by the pool on acquire; a connection
+  whose statement failed or timed out is closed rather than given back, so the pool
+  never hands out one in an unknown state;
 * the :class:`Plan`, read once per handle: the server's flavour (MariaDB or MySQL: how a
   statement's time limit is spelled), the key columns' types (a key of the wrong type
   fails alone, before anything is sent: MySQL would compare ``'abc'`` with an integer
@@ -22,6 +24,7 @@ import asyncio
 import logging
 import ssl
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -98,6 +101,8 @@ class Handle:
     slots: Slots | None = None
     job_limiter: JobLimiter | None = None
     plans: dict[Schema, Plan] = field(default_factory=dict)
+    # When each pooled connection was opened (aiomysql's pool_recycle counts idle time).
+    born: weakref.WeakKeyDictionary[Any, float] = field(default_factory=weakref.WeakKeyDictionary)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def plan(self, schema: Schema) -> Plan:
@@ -144,12 +149,15 @@ class Handle:
         Waiting for a free connection has no time limit: it is back-pressure (a new
         connection's own connect is bounded by ``connect_timeout``)."""
         conn = await self.pool.acquire()
+        born = self.born.setdefault(conn, time.monotonic())
         try:
             yield conn
         except BaseException:
             conn.close()  # its state is unknown (a statement may still be running)
             raise
         finally:
+            if time.monotonic() - born > self.settings.max_lifetime:
+                conn.close()  # the pool replaces a closed connection on demand
             self.pool.release(conn)
 
     async def fetch(self, plan: Plan, keys: list[Any]) -> list[Any]:

@@ -71,3 +71,21 @@ async def test_adaptive_concurrency_reports_its_limit(
 def test_a_job_rate_limit_needs_the_redis_of_its_bucket() -> None:
     with pytest.raises(ValueError, match="needs the Redis of its shared bucket"):
         MySqlLookup("mysql://u:pw@127.0.0.1:1/db", table="t", schema="a int", job_rate_limit=100)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("lifetime", "connections"), [(1e-6, 4), (1800.0, 1)])
+async def test_a_connection_past_its_lifetime_is_replaced(
+    tables: MySqlServer, make_lookup: MakeLookup, lifetime: float, connections: int
+) -> None:
+    users = make_lookup(
+        tables.url,
+        query="SELECT id, CONNECTION_ID() AS cid FROM users WHERE id IN (:keys)",
+        key="id",
+        schema="cid bigint",
+        max_lifetime=lifetime,
+    )
+
+    ids = {(await users.lookup_many([1]))[1][0] for _ in range(4)}
+
+    assert len(ids) == connections  # one connection reused, or a new one each time
