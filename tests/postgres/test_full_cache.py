@@ -116,8 +116,8 @@ def test_every_load_path_answers_what_a_live_lookup_answers(
     if "score double" in ddl:
         postgres_server.sql(
             "UPDATE dim SET score = CASE id % 5 WHEN 0 THEN 'NaN' WHEN 1 THEN '-Infinity' "
-            "WHEN 2 THEN 0.1 + id ELSE NULL END, ok = id % 2 = 0, day = date '2024-01-01' + id::int,"
-            " n = CASE WHEN id % 3 = 0 THEN NULL ELSE -id END"
+            "WHEN 2 THEN 0.1 + id ELSE NULL END, ok = id % 2 = 0, "
+            "day = date '2024-01-01' + id::int, n = CASE WHEN id % 3 = 0 THEN NULL ELSE -id END"
         )
     if "at timestamptz" in ddl:
         postgres_server.sql(
