@@ -51,6 +51,31 @@ _BULK: dict[str, frozenset[str]] = {
 }
 
 
+# Field type -> the column types whose asyncpg values the schema takes unconverted (the
+# values a coercion would return unchanged): a full load then skips the per-row coercion.
+_IDENTITY: dict[str, frozenset[str]] = {
+    "bigint": _INTS,
+    "int": frozenset({"int2", "int4"}),
+    "smallint": frozenset({"int2"}),
+    "double": frozenset({"float8"}),  # not float4: COPY prints it shorter than it is
+    "string": frozenset({"text"}),
+    "boolean": frozenset({"bool"}),
+    "binary": frozenset({"bytea"}),
+    "date": frozenset({"date"}),
+    "timestamp": frozenset({"timestamptz"}),
+    "timestamp_ntz": frozenset({"timestamp"}),
+}
+
+
+def is_identity(schema: Any, column_types: Sequence[str]) -> bool:
+    """Whether every field's column (``column_types``, the batch statement's) holds
+    values its type takes unconverted, and no field is declared NOT NULL."""
+    return all(
+        field.nullable and name in _IDENTITY.get(str(field.type), frozenset())
+        for field, name in zip(schema.fields, column_types, strict=True)
+    )
+
+
 def aggregate_statement(batch_sql: str, names: Sequence[str], quote: Any) -> str:
     """``batch_sql`` wrapped into one row of arrays, one per column of the row layout."""
     columns = ", ".join(f"array_agg(q.{quote(name)})" for name in names)

@@ -41,7 +41,7 @@ from enrich.spi import (
     process_limit,
 )
 
-from .arrow import aggregate_statement, is_bulk
+from .arrow import aggregate_statement, is_bulk, is_identity
 from .dialect import PgDialect, key_kind, quote
 
 _log = logging.getLogger("connectors.postgres")
@@ -72,6 +72,9 @@ class Plan:
         batch_sql: the statement answering a batch of keys.
         arrow_sql: the same, as one row of column arrays (``connectors.postgres.arrow``);
             "" where the fields' column types need the per-row decoder.
+        identity: every field's column gives values the schema takes unconverted.
+        unique: a unique index holds the key column(s): one row per key, and the full
+            load needs no ORDER BY.
         full_sql: the statement reading the whole dimension (None: the query form
             without ``full_query``).
     """
@@ -80,6 +83,8 @@ class Plan:
     batch_sql: str
     full_sql: str | None
     arrow_sql: str = ""
+    identity: bool = False
+    unique: bool = False
 
 
 @dataclass(eq=False)
@@ -130,18 +135,25 @@ class Handle:
                 parameter = (await conn.prepare(sql)).get_parameters()[0]
                 kinds = (key_kind(parameter.name.removesuffix("[]").removeprefix("_")),)
             sql = batch_statement(target, schema, dialect)
-            await conn.prepare(sql)  # a missing column or a bad query fails here, once
+            fields = (await conn.prepare(sql)).get_attributes()[len(target.keys) :]
+            identity = is_identity(schema, [c.type.name for c in fields])
+            unique = target.query is None and await _is_unique(conn, target)
             arrow_sql = aggregate_statement(sql, [*target.keys, *schema.names], quote)
             columns = (await conn.prepare(arrow_sql)).get_attributes()[len(target.keys) :]
             if not is_bulk(schema, len(target.keys), [c.type.name for c in columns]):
                 arrow_sql = ""  # the columnar lookup decodes row by row
-        full = (
-            None
-            if target.query is not None and target.full_query is None
-            else (full_statement(target, schema, dialect))
-        )
+        full = None
+        if target.query is None or target.full_query is not None:
+            full = full_statement(target, schema, dialect, ordered=not unique)
         _log.debug("postgres plan for %s: %s", target.table_name, sql)
-        return Plan(kinds=kinds, batch_sql=sql, full_sql=full, arrow_sql=arrow_sql)
+        return Plan(
+            kinds=kinds,
+            batch_sql=sql,
+            full_sql=full,
+            arrow_sql=arrow_sql,
+            identity=identity,
+            unique=unique,
+        )
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Any]:
@@ -196,6 +208,20 @@ class Handle:
         """Close the pool's connections (waiting for none: lookups are short)."""
         if self._started:
             self.pool.terminate()
+
+
+async def _is_unique(conn: Any, target: Any) -> bool:
+    """Whether a unique index (no predicate) has exactly the key columns."""
+    found = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1::regclass "
+        "AND i.indisunique AND i.indpred IS NULL AND i.indnkeyatts = $2 "
+        "AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a "
+        "WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)) = $3::text[])",
+        ".".join(quote(p) for p in target.table),
+        len(target.keys),
+        sorted(target.keys),
+    )
+    return bool(found)
 
 
 def dsn(settings: SqlSettings) -> str:

@@ -16,7 +16,6 @@ from connectors.sql import (
     RowReader,
     SqlSettings,
     Target,
-    dimension_pages,
     fit_key,
     store_key,
 )
@@ -258,31 +257,22 @@ class PostgresLookup:
         return store_key(key)
 
     async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
-        """The whole dimension ordered by key, in pages of about ``page_rows`` rows, read
-        through one server-side cursor in one read-only transaction (one snapshot).
+        """The whole dimension in pages of about ``page_rows`` rows, read through one
+        server-side cursor in one read-only transaction (one snapshot of the table); see
+        ``connectors.postgres.scan``.
 
         Raises:
             LookupFailed: the server failed (the load is abandoned; the cache keeps its
                 old snapshot).
         """
+        from .scan import scan_pages
+
         settings = self._settings
         handle = pools.handle_for(settings)
         try:
             plan = await handle.plan(self.schema)
-            if plan.full_sql is None:
-                raise ValueError("a full cache of a query= lookup needs full_query=")
-            async with handle.connection() as conn, conn.transaction(readonly=True):
-                cursor = await conn.cursor(plan.full_sql)
-
-                async def pages() -> AsyncIterator[list[Any]]:
-                    while True:
-                        page = await cursor.fetch(page_rows)
-                        if not page:
-                            return
-                        yield page
-
-                async for answers in dimension_pages(self._reader, pages(), page_rows):
-                    yield answers
+            async for page in scan_pages(handle, plan, self._reader, page_rows):
+                yield page
         except DRIVER_ERRORS as exc:
             raise translate(exc, settings) from exc
 

@@ -177,20 +177,23 @@ def batch_statement(target: Target, schema: Schema, dialect: Dialect) -> str:
     return f"SELECT {_select(target, schema, dialect, wrapped=True)} FROM ({query}) AS q"
 
 
-def full_statement(target: Target, schema: Schema, dialect: Dialect) -> str:
-    """The statement that reads the whole dimension, ordered by key.
+def full_statement(
+    target: Target, schema: Schema, dialect: Dialect, *, ordered: bool = True
+) -> str:
+    """The statement that reads the whole dimension, ordered by key (``ordered=False``:
+    unordered, for a key a unique index holds, whose rows need no grouping).
 
     Raises:
         ValueError: the query form without ``full_query``.
     """
-    order = ", ".join(dialect.quote(k) for k in target.keys)
+    order = " ORDER BY " + ", ".join(dialect.quote(k) for k in target.keys) if ordered else ""
     if target.query is None:
         select = _select(target, schema, dialect, wrapped=False)
-        return f"SELECT {select} FROM {_from(target, dialect)} ORDER BY {order}"
+        return f"SELECT {select} FROM {_from(target, dialect)}{order}"
     if target.full_query is None:
         raise ValueError("a full cache of a query= lookup needs full_query= (the whole dimension)")
     select = _select(target, schema, dialect, wrapped=True)
-    return f"SELECT {select} FROM ({target.full_query}) AS q ORDER BY {order}"
+    return f"SELECT {select} FROM ({target.full_query}) AS q{order}"
 
 
 def columns_statement(placeholder_table: str, placeholder_schema: str, detail: str) -> str:
