@@ -28,6 +28,7 @@ SUITES = (
     "knee_model",
     "async_map",
     "postgres",
+    "mysql",
 )
 
 
