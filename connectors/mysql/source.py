@@ -189,6 +189,8 @@ class MySqlLookup:
                 )
         if refused:
             yield refused
+        if not wanted:
+            return
         size = settings.max_batch
         batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
         if len(batches) == 1:

@@ -74,11 +74,13 @@ async def test_a_key_of_the_wrong_type_fails_alone_and_matches_nothing(
     users = make_lookup(tables.url, table="users", key="id", schema=SCHEMA)
 
     found = await users.lookup_many([1, "two", b"3"])
+    alone = await users.lookup_many(["two"])  # a call whose every key is refused
 
     assert found[1] == ("Ada", "gold", 12.5)
     for bad in ("two", b"3"):
         assert isinstance(found[bad], LookupFailed) and found[bad].kind == "key"
         assert not found[bad].retryable
+    assert list(alone) == ["two"] and alone["two"].kind == "key"
 
 
 @pytest.mark.asyncio
