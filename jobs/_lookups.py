@@ -59,7 +59,7 @@ def store(spec: Any, where: str) -> Any:
     if kind is None and "type" in options:
         kind = options.pop("type")
     options.pop("check_key", None)  # used by `enrich check` only
-    if kind not in STORE_KINDS:
+    if not isinstance(kind, str) or kind not in STORE_KINDS:
         kinds = " or ".join(repr(k) for k in STORE_KINDS)
         raise ConfigError(f"{where}.kind must be {kinds}, got {kind!r}")
     first = STORE_KINDS[kind][2]
