@@ -19,6 +19,7 @@ from JSON text).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -27,74 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors.sql import RowReader
-from enrich.spi import ColumnarAnswer, LookupFailed, answer_from_mapping
+from connectors.sql import RowReader, fit_key
+from enrich.spi import ColumnarAnswer, LookupFailed, answer_from_mapping, short
 
-# Field type -> the column types (array_agg's element type names) whose asyncpg values
-# Arrow takes as the schema's coercion would read them: pa.array refuses (and the batch
-# falls back) where the value does not fit (an int out of range, a decimal to round).
-# Arrays are left out: array_agg of arrays needs them all of one shape, never null.
-_INTS = frozenset({"int2", "int4", "int8"})
-_BULK: dict[str, frozenset[str]] = {
-    "tinyint": _INTS,
-    "smallint": _INTS,
-    "int": _INTS,
-    "bigint": _INTS,
-    "float": frozenset({"float4", "float8"}),
-    "double": frozenset({"float4", "float8"}),
-    "string": frozenset({"text"}),  # the select list casts a string field to text
-    "boolean": frozenset({"bool"}),
-    "binary": frozenset({"bytea"}),
-    "date": frozenset({"date"}),
-    "timestamp": frozenset({"timestamptz", "timestamp"}),
-    "timestamp_ntz": frozenset({"timestamp"}),
-}
-
-
-# Field type -> the column types whose asyncpg values the schema takes unconverted (the
-# values a coercion would return unchanged): a full load then skips the per-row coercion.
-_IDENTITY: dict[str, frozenset[str]] = {
-    "bigint": _INTS,
-    "int": frozenset({"int2", "int4"}),
-    "smallint": frozenset({"int2"}),
-    "double": frozenset({"float8"}),  # not float4: COPY prints it shorter than it is
-    "string": frozenset({"text"}),
-    "boolean": frozenset({"bool"}),
-    "binary": frozenset({"bytea"}),
-    "date": frozenset({"date"}),
-    "timestamp": frozenset({"timestamptz"}),
-    "timestamp_ntz": frozenset({"timestamp"}),
-}
-
-
-def is_identity(schema: Any, column_types: Sequence[str]) -> bool:
-    """Whether every field's column (``column_types``, the batch statement's) holds
-    values its type takes unconverted, and no field is declared NOT NULL."""
-    return all(
-        field.nullable and name in _IDENTITY.get(str(field.type), frozenset())
-        for field, name in zip(schema.fields, column_types, strict=True)
-    )
-
-
-def aggregate_statement(batch_sql: str, names: Sequence[str], quote: Any) -> str:
-    """``batch_sql`` wrapped into one row of arrays, one per column of the row layout."""
-    columns = ", ".join(f"array_agg(q.{quote(name)})" for name in names)
-    return f"SELECT {columns} FROM ({batch_sql}) AS q"
-
-
-def is_bulk(schema: Any, key_width: int, column_types: Sequence[str]) -> bool:
-    """Whether the bulk path may serve: one key column, and each field's column of a type
-    Arrow takes as it is (``column_types``: the aggregate's arrays' type names, ``_int4``,
-    the fields' only)."""
-    if key_width != 1:
-        return False
-    for field, array_type in zip(schema.fields, column_types, strict=True):
-        element = array_type.removesuffix("[]").removeprefix("_")
-        ddl = str(field.type)
-        allowed = frozenset({"numeric"}) if ddl.startswith("decimal(") else _BULK.get(ddl)
-        if allowed is None or element not in allowed:
-            return False
-    return True
+from . import pool as pools
+from .errors import DRIVER_ERRORS, RefusedArgument, translate
 
 
 def decode(
@@ -172,3 +110,77 @@ def assemble(
 
 class _Fallback(Exception):
     """The batch needs the per-row decoder."""
+
+
+async def fetch(lookup: Any, keys: pa.Array, struct_type: pa.StructType) -> Any:
+    """``PostgresLookup.fetch_arrow``: the statements of ``keys`` now, on the loop; the
+    decode step returned (``lookup`` is the source: not imported here, an import circle).
+
+    Raises:
+        LookupFailed: every statement of the call failed.
+    """
+    settings = lookup._settings
+    wanted = keys.to_pylist()
+    handle = pools.handle_for(settings)
+    try:
+        plan = await handle.plan(lookup.schema)
+    except DRIVER_ERRORS as exc:
+        raise translate(exc, settings) from exc
+    if not plan.arrow_sql:  # a composite key, or a field Arrow cannot take as it is
+        found = await lookup.lookup_many(wanted)
+        return lambda: answer_from_mapping(wanted, found, struct_type)
+    kinds = plan.kinds
+    refused: dict[int, BaseException] = {}
+    if kinds == ("int",) and pa.types.is_integer(keys.type):
+        fitting = list(range(len(wanted)))
+    else:
+        fitting = []
+        for position, key in enumerate(wanted):
+            try:
+                fit_key(key, kinds)
+                fitting.append(position)
+            except TypeError as exc:
+                refused[position] = LookupFailed(
+                    f"postgres table {settings.target.table_name!r}: key {short(key)}: {exc}",
+                    key=key,
+                    kind="key",
+                    retryable=False,
+                )
+    size = settings.max_batch
+    slices = [fitting[i : i + size] for i in range(0, len(fitting), size)]
+    if refused:
+        batches = [[wanted[p] for p in positions] for positions in slices]
+    else:  # every key fits: the slices of positions are slices of the keys
+        batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
+
+    async def one(batch: list[Any]) -> Any:
+        try:
+            rows = await lookup._fetch(handle, plan.arrow_sql, batch)
+        except LookupFailed as exc:
+            return exc
+        except RefusedArgument:
+            return await lookup._singly(handle, plan.batch_sql, batch)
+        return list(rows[0])
+
+    outcomes = await asyncio.gather(*(one(batch) for batch in batches))
+    failures = [o for o in outcomes if isinstance(o, LookupFailed)]
+    if failures and len(failures) == len(outcomes):
+        raise failures[0]
+    reader = lookup._reader
+
+    def decode_step() -> Any:
+        if not refused and all(type(o) is list for o in outcomes):
+            # The common case: every statement answered; one decode for them all.
+            return decode(keys, wanted, merge(outcomes), reader, struct_type)
+        parts = []
+        for positions, batch, outcome in zip(slices, batches, outcomes, strict=True):
+            if isinstance(outcome, LookupFailed):
+                parts.append((positions, failed(batch, outcome, struct_type)))
+            elif isinstance(outcome, dict):
+                parts.append((positions, answer_from_mapping(batch, outcome, struct_type)))
+            else:
+                part_keys = keys.take(positions)
+                parts.append((positions, decode(part_keys, batch, outcome, reader, struct_type)))
+        return assemble(len(wanted), parts, refused, struct_type)
+
+    return decode_step

@@ -11,6 +11,12 @@
   one array per key column, cast to the columns' types (read from the table once per
   process: :func:`key_plan`), so the planner joins the pairs against the table's index;
 * a user's query: ``:keys`` becomes ``$1`` (an array: write ``= ANY(:keys)``).
+
+And which column types give values as the schema reads them (decided once per process
+from the prepared statements' column types): :func:`is_bulk` (Arrow takes them as they
+are: the columnar lookup's ``array_agg`` row, :mod:`connectors.postgres.arrow`) and
+:func:`is_identity` (the schema's coercion would return them unchanged: the full load's
+fast paths, :mod:`connectors.postgres.scan`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("PgDialect", "key_kind")
+__all__ = ("PgDialect", "aggregate_statement", "is_bulk", "is_identity", "key_kind")
 
 _INT = frozenset({"int2", "int4", "int8"})
 _TEXT = frozenset({"text", "varchar", "bpchar", "name", "citext"})
@@ -69,3 +75,70 @@ class PgDialect:
 
     def keys_parameter(self) -> str:
         return "$1"
+
+
+# Field type -> the column types (array_agg's element type names) whose asyncpg values
+# Arrow takes as the schema's coercion would read them: pa.array refuses (and the batch
+# falls back) where the value does not fit (an int out of range, a decimal to round).
+# Arrays are left out: array_agg of arrays needs them all of one shape, never null.
+_INTS = frozenset({"int2", "int4", "int8"})
+_BULK: dict[str, frozenset[str]] = {
+    "tinyint": _INTS,
+    "smallint": _INTS,
+    "int": _INTS,
+    "bigint": _INTS,
+    "float": frozenset({"float4", "float8"}),
+    "double": frozenset({"float4", "float8"}),
+    "string": frozenset({"text"}),  # the select list casts a string field to text
+    "boolean": frozenset({"bool"}),
+    "binary": frozenset({"bytea"}),
+    "date": frozenset({"date"}),
+    "timestamp": frozenset({"timestamptz", "timestamp"}),
+    "timestamp_ntz": frozenset({"timestamp"}),
+}
+
+
+# Field type -> the column types whose asyncpg values the schema takes unconverted (the
+# values a coercion would return unchanged): a full load then skips the per-row coercion.
+_IDENTITY: dict[str, frozenset[str]] = {
+    "bigint": _INTS,
+    "int": frozenset({"int2", "int4"}),
+    "smallint": frozenset({"int2"}),
+    "double": frozenset({"float8"}),  # not float4: COPY prints it shorter than it is
+    "string": frozenset({"text"}),
+    "boolean": frozenset({"bool"}),
+    "binary": frozenset({"bytea"}),
+    "date": frozenset({"date"}),
+    "timestamp": frozenset({"timestamptz"}),
+    "timestamp_ntz": frozenset({"timestamp"}),
+}
+
+
+def is_identity(schema: Any, column_types: Sequence[str]) -> bool:
+    """Whether every field's column (``column_types``, the batch statement's) holds
+    values its type takes unconverted, and no field is declared NOT NULL."""
+    return all(
+        field.nullable and name in _IDENTITY.get(str(field.type), frozenset())
+        for field, name in zip(schema.fields, column_types, strict=True)
+    )
+
+
+def aggregate_statement(batch_sql: str, names: Sequence[str], quote: Any) -> str:
+    """``batch_sql`` wrapped into one row of arrays, one per column of the row layout."""
+    columns = ", ".join(f"array_agg(q.{quote(name)})" for name in names)
+    return f"SELECT {columns} FROM ({batch_sql}) AS q"
+
+
+def is_bulk(schema: Any, key_width: int, column_types: Sequence[str]) -> bool:
+    """Whether the bulk path may serve: one key column, and each field's column of a type
+    Arrow takes as it is (``column_types``: the aggregate's arrays' type names, ``_int4``,
+    the fields' only)."""
+    if key_width != 1:
+        return False
+    for field, array_type in zip(schema.fields, column_types, strict=True):
+        element = array_type.removesuffix("[]").removeprefix("_")
+        ddl = str(field.type)
+        allowed = frozenset({"numeric"}) if ddl.startswith("decimal(") else _BULK.get(ddl)
+        if allowed is None or element not in allowed:
+            return False
+    return True

@@ -62,6 +62,11 @@ _UNREACHABLE: tuple[type[BaseException], ...] = (
 )
 
 
+class RefusedArgument(Exception):
+    """asyncpg refused a key of a batch before sending it (the keys are then asked one
+    by one, so that only the refused ones fail)."""
+
+
 def is_bad_argument(exc: BaseException) -> bool:
     """Whether asyncpg refused a statement's argument (a key that does not fit the
     column's type): raised before anything is sent, so the other keys may be asked."""

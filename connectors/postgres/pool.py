@@ -41,8 +41,7 @@ from enrich.spi import (
     process_limit,
 )
 
-from .arrow import aggregate_statement, is_bulk, is_identity
-from .dialect import PgDialect, key_kind, quote
+from .dialect import PgDialect, aggregate_statement, is_bulk, is_identity, key_kind, quote
 
 _log = logging.getLogger("connectors.postgres")
 REGISTRY = "connectors.postgres"

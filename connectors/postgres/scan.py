@@ -1,8 +1,8 @@
-"""Reading a whole PostgreSQL dimension for a full cache: one cursor, pages of rows.
+"""Reading a whole PostgreSQL dimension for a full cache, in one read-only transaction.
 
-The table's rows are read through a server-side cursor (``FETCH`` of ``page_rows`` rows
-at a time) inside one read-only transaction, so a load sees one snapshot of the table and
-holds at most one page of records beyond the answers it built.
+A load reads one snapshot of the table, in one statement, handed over in pages of about
+``page_rows`` keys. The lookups' ``timeout`` does not bound it (the transaction lifts
+``statement_timeout``); :data:`LOAD_TIMEOUT` does, on the client.
 
 Three ways, the first that applies:
 
@@ -16,7 +16,8 @@ Three ways, the first that applies:
   statement also reads one snapshot;
 * the **bulk** way, for the same keys with other field types (a unique index holds the
   key, so there is one row per key and the statement has no ``ORDER BY``; an int or
-  text key; ``Plan.identity``): the page of records is transposed and
+  text key; ``Plan.identity``): a server-side cursor (``FETCH`` of ``page_rows`` rows),
+  each page of records transposed and
   zipped back into row tuples and a dict, in C, with no Python per row;
 * otherwise rows **ordered by key** go through :func:`connectors.sql.dimension_pages`
   and the :class:`~connectors.sql.RowReader` (coercion per value, a key's rows grouped
@@ -46,6 +47,9 @@ _CSV_TYPES = {
     "date": pa.date32(),
 }
 _KEY_TYPES = {"int": pa.int64(), "text": pa.string()}
+# A load reads the whole table: the lookups' per-statement timeout does not bound it (the
+# server's statement_timeout is lifted for its transaction); this does, on the client.
+LOAD_TIMEOUT = 1800.0
 
 
 def copy_types(plan: Plan, reader: RowReader) -> dict[str, pa.DataType] | None:
@@ -72,8 +76,9 @@ async def copy_pages(
     async def keep(chunk: bytes) -> None:
         chunks.append(chunk)
 
-    async with handle.connection() as conn:
-        await conn.copy_from_query(plan.full_sql, output=keep, format="csv")
+    async with handle.connection() as conn, conn.transaction(readonly=True):
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await conn.copy_from_query(plan.full_sql, output=keep, format="csv", timeout=LOAD_TIMEOUT)
     data = b"".join(chunks)
     chunks.clear()
     if not data:
@@ -135,11 +140,12 @@ async def scan_pages(
         return
     bulk = plan.unique and plan.identity and all(k in ("int", "text") for k in plan.kinds)
     async with handle.connection() as conn, conn.transaction(readonly=True):
-        cursor = await conn.cursor(plan.full_sql)
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        cursor = await conn.cursor(plan.full_sql, timeout=LOAD_TIMEOUT)
 
         async def pages() -> AsyncIterator[list[Any]]:
             while True:
-                page = await cursor.fetch(page_rows)
+                page = await cursor.fetch(page_rows, timeout=LOAD_TIMEOUT)
                 if not page:
                     return
                 yield page

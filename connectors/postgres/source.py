@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
@@ -34,7 +33,13 @@ from enrich.spi import (
 )
 
 from . import pool as pools
-from .errors import DRIVER_ERRORS, is_bad_argument, is_connection_lost, translate
+from .errors import (
+    DRIVER_ERRORS,
+    RefusedArgument,
+    is_bad_argument,
+    is_connection_lost,
+    translate,
+)
 
 _log = logging.getLogger("connectors.postgres")
 
@@ -214,7 +219,7 @@ class PostgresLookup:
             if alone:
                 raise
             return exc
-        except _RefusedArgument:
+        except RefusedArgument:
             return await self._singly(handle, sql, keys)
         return self._reader.answers(keys, rows)
 
@@ -232,7 +237,7 @@ class PostgresLookup:
                     _log.debug("postgres connection lost, asking once more: %s", type(exc))
                     continue
                 if is_bad_argument(exc) and len(keys) > 1:
-                    raise _RefusedArgument from exc
+                    raise RefusedArgument from exc
                 raise translate(exc, settings) from exc
         raise AssertionError("unreachable")
 
@@ -292,77 +297,9 @@ class PostgresLookup:
         Raises:
             LookupFailed: every statement of the call failed.
         """
-        from enrich.spi import answer_from_mapping
+        from .arrow import fetch  # pyarrow: needed on this path only
 
-        from . import arrow
-
-        settings = self._settings
-        wanted = keys.to_pylist()
-        handle = pools.handle_for(settings)
-        try:
-            plan = await handle.plan(self.schema)
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, settings) from exc
-        if not plan.arrow_sql:  # a composite key, or a field Arrow cannot take as it is
-            found = await self.lookup_many(wanted)
-            return lambda: answer_from_mapping(wanted, found, struct_type)
-        kinds = plan.kinds
-        refused: dict[int, BaseException] = {}
-        if kinds == ("int",) and pa_is_integer(keys):
-            fitting = list(range(len(wanted)))
-        else:
-            fitting = []
-            for position, key in enumerate(wanted):
-                try:
-                    fit_key(key, kinds)
-                    fitting.append(position)
-                except TypeError as exc:
-                    refused[position] = LookupFailed(
-                        f"postgres table {settings.target.table_name!r}: key {short(key)}: {exc}",
-                        key=key,
-                        kind="key",
-                        retryable=False,
-                    )
-        size = settings.max_batch
-        slices = [fitting[i : i + size] for i in range(0, len(fitting), size)]
-        if refused:
-            batches = [[wanted[p] for p in positions] for positions in slices]
-        else:  # every key fits: the slices of positions are slices of the keys
-            batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
-
-        async def one(batch: list[Any]) -> Any:
-            try:
-                rows = await self._fetch(handle, plan.arrow_sql, batch)
-            except LookupFailed as exc:
-                return exc
-            except _RefusedArgument:
-                return await self._singly(handle, plan.batch_sql, batch)
-            return list(rows[0])
-
-        outcomes = await asyncio.gather(*(one(batch) for batch in batches))
-        failures = [o for o in outcomes if isinstance(o, LookupFailed)]
-        if failures and len(failures) == len(outcomes):
-            raise failures[0]
-        reader = self._reader
-
-        def decode() -> Any:
-            if not refused and all(type(o) is list for o in outcomes):
-                # The common case: every statement answered; one decode for them all.
-                return arrow.decode(keys, wanted, arrow.merge(outcomes), reader, struct_type)
-            parts = []
-            for positions, batch, outcome in zip(slices, batches, outcomes, strict=True):
-                if isinstance(outcome, LookupFailed):
-                    parts.append((positions, arrow.failed(batch, outcome, struct_type)))
-                elif isinstance(outcome, dict):
-                    parts.append((positions, answer_from_mapping(batch, outcome, struct_type)))
-                else:
-                    part_keys = keys.take(positions)
-                    parts.append(
-                        (positions, arrow.decode(part_keys, batch, outcome, reader, struct_type))
-                    )
-            return arrow.assemble(len(wanted), parts, refused, struct_type)
-
-        return decode
+        return await fetch(self, keys, struct_type)
 
     # -- protections, lifecycle ---------------------------------------------------------
 
@@ -404,17 +341,6 @@ class PostgresLookup:
 
     def __repr__(self) -> str:
         return f"PostgresLookup({self._settings.described()}, schema={self.schema!r})"
-
-
-def pa_is_integer(keys: Any) -> bool:
-    """Whether an Arrow key array holds integers (so every key fits an integer column)."""
-    import pyarrow.types as pt
-
-    return bool(pt.is_integer(keys.type))
-
-
-class _RefusedArgument(Exception):
-    """asyncpg refused a key of a batch before sending it (asked key by key instead)."""
 
 
 __all__ = ("PostgresLookup",)

@@ -14,6 +14,12 @@ from enrich.demo.postgres_server import PostgresServer
 
 MakeLookup = Callable[..., PostgresLookup]
 
+
+def struct_rows(rows: Any) -> list[tuple[Any, ...] | None]:
+    """An Arrow struct array's rows as tuples (None: a null struct)."""
+    return [None if row is None else tuple(row.values()) for row in rows.to_pylist()]
+
+
 USERS = """
 DROP TABLE IF EXISTS users, accounts, orders CASCADE;
 CREATE TABLE users (id bigint PRIMARY KEY, name text, tier varchar(10), credit double precision);

@@ -13,11 +13,13 @@ from connectors.postgres import PostgresLookup
 from connectors.sql import UnmappableColumn
 from enrich import DecodeError, LookupFailed, lookup_rows
 from enrich.demo.postgres_server import PostgresServer
-from enrich.lookup.lane.columnar import struct_rows
-from tests.postgres.conftest import MakeLookup
+from tests.postgres.conftest import MakeLookup, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 SCHEMA = "name string, tier string, credit double"
+STRUCT_OF_SCHEMA = pa.struct(
+    [("name", pa.string()), ("tier", pa.string()), ("credit", pa.float64())]
+)
 
 
 @pytest.mark.asyncio
@@ -152,9 +154,8 @@ async def test_columnar_answer_matches_lookup_many(
     tables: PostgresServer, make_lookup: MakeLookup
 ) -> None:
     users = make_lookup(tables.url, table="users", key="id", schema=SCHEMA)
-    struct = pa.struct([("name", pa.string()), ("tier", pa.string()), ("credit", pa.float64())])
 
-    answer = await users.lookup_arrow(pa.array([2, 99, 1]), struct)
+    answer = await users.lookup_arrow(pa.array([2, 99, 1]), STRUCT_OF_SCHEMA)
 
     assert struct_rows(answer.rows) == [("Bob", "silver", None), None, ("Ada", "gold", 12.5)]
     assert answer.is_simple()
@@ -234,17 +235,23 @@ def expected_of(found: dict[object, object]) -> dict[object, object]:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    ("table", "key", "schema", "keys"),
+    ("table", "key", "schema", "struct", "keys"),
     [
         # several batches (max_batch=2), misses, NULL fields, in the asked order
-        ("users", "id", SCHEMA, [4, 99, 1, 3, 2, 98, 1000]),
+        ("users", "id", SCHEMA, STRUCT_OF_SCHEMA, [4, 99, 1, 3, 2, 98, 1000]),
         # 1:N keys: the per-row decoder, rows as a list
-        ("orders", "user_id", "total decimal(10,2), item string", [2, 1, 7]),
+        (
+            "orders",
+            "user_id",
+            "total decimal(10,2), item string",
+            pa.struct([("total", pa.decimal128(10, 2)), ("item", pa.string())]),
+            [2, 1, 7],
+        ),
         # numeric read as double, and an int field: Arrow would not take them as they are
-        ("orders", "user_id", "total double", [1, 2]),
-        ("users", "id", "credit int", [1, 3]),
+        ("orders", "user_id", "total double", pa.struct([("total", pa.float64())]), [1, 2]),
+        ("users", "id", "credit int", pa.struct([("credit", pa.int32())]), [1, 3]),
         # keys an integer column refuses, among good ones
-        ("users", "id", SCHEMA, ["a", 1, b"x", 2]),
+        ("users", "id", SCHEMA, STRUCT_OF_SCHEMA, ["a", 1, b"x", 2]),
     ],
 )
 async def test_columnar_answers_what_lookup_many_answers(
@@ -253,12 +260,10 @@ async def test_columnar_answers_what_lookup_many_answers(
     table: str,
     key: str,
     schema: str,
+    struct: pa.StructType,
     keys: list[object],
 ) -> None:
-    from enrich.lookup.dimension.arrow_types import arrow_schema
-
     source = make_lookup(tables.url, table=table, key=key, schema=schema, max_batch=2)
-    struct = pa.struct(list(arrow_schema(source.schema)))
     arrow_keys = pa.array(keys) if len({type(k) for k in keys}) == 1 else pa.array(map(str, keys))
     asked = arrow_keys.to_pylist()
 
