@@ -14,6 +14,12 @@ from tests.support.mysql_server import MySqlServer
 
 MakeLookup = Callable[..., MySqlLookup]
 
+
+def struct_rows(rows: Any) -> list[tuple[Any, ...] | None]:
+    """An Arrow struct array's rows as tuples (None: a null struct)."""
+    return [None if row is None else tuple(row.values()) for row in rows.to_pylist()]
+
+
 USERS = """
 DROP TABLE IF EXISTS users, accounts, orders;
 CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT, tier VARCHAR(10), credit DOUBLE);

@@ -12,8 +12,7 @@ import pytest
 from connectors.mysql import MySqlLookup
 from connectors.sql import UnmappableColumn
 from enrich import DecodeError, LookupFailed, lookup_rows
-from enrich.lookup.lane.columnar import struct_rows
-from tests.mysql.conftest import MakeLookup
+from tests.mysql.conftest import MakeLookup, struct_rows
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = pytest.mark.timeout(60)
