@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiomysql
+import pymysql
 
 from connectors.sql import SqlSettings, batch_statement, full_statement
 from enrich.spi import (
@@ -44,7 +45,9 @@ from enrich.spi import (
     process_limit,
 )
 
+from . import aggregate
 from .dialect import MySqlDialect, arguments, expand, key_kind, template
+from .errors import code
 
 __all__ = ("Handle", "Plan", "adaptive_key", "close_handle", "connect_options", "handle_for")
 
@@ -65,12 +68,15 @@ class Plan:
         batch_template: the batch statement, its keys still a mark (``dialect.expand``).
         full_sql: the statement reading the whole dimension (None: the query form
             without ``full_query``).
+        aggregated: the batch statement returns its rows as one JSON array
+            (``connectors.mysql.aggregate``).
         statements: the batch statement per batch size, built on first use.
     """
 
     kinds: tuple[str, ...]
     batch_template: str
     full_sql: str | None
+    aggregated: bool = False
     statements: dict[int, str] = field(default_factory=dict)
 
     def batch_sql(self, size: int) -> str:
@@ -137,6 +143,19 @@ class Handle:
             async with conn.cursor() as cursor:  # a missing column or a bad query fails here
                 await cursor.execute(plan.batch_sql(1), [None] * len(kinds))
                 await cursor.fetchall()
+                if aggregate.is_eligible(schema, kinds):
+                    wrapped = aggregate.wrap(statement, target.keys, schema)
+                    wrapped = template(_time_limit(wrapped, self.settings.timeout, mariadb))
+                    candidate = Plan(kinds=kinds, batch_template=wrapped, full_sql=None)
+                    try:
+                        await cursor.execute(candidate.batch_sql(1), [None] * len(kinds))
+                        await cursor.fetchall()
+                    except pymysql.err.MySQLError as exc:
+                        if code(exc) not in aggregate.UNSUPPORTED:
+                            raise
+                    else:
+                        plan = candidate
+                        plan.aggregated = True
         if target.query is None or target.full_query is not None:
             plan.full_sql = full_statement(target, schema, dialect)
         _log.debug("mysql plan for %s: %s", target.table_name, plan.batch_sql(1))
@@ -193,7 +212,8 @@ class Handle:
             async def run() -> list[Any]:
                 async with conn.cursor() as cursor:
                     await cursor.execute(sql, args)
-                    return list(await cursor.fetchall())
+                    rows = list(await cursor.fetchall())
+                return aggregate.parse(rows) if plan.aggregated else rows
 
             # Only the statement is timed: waiting for the pool is back-pressure.
             return await asyncio.wait_for(run(), self.settings.timeout + _CLIENT_GRACE)
@@ -266,7 +286,8 @@ def connect_options(settings: SqlSettings) -> dict[str, Any]:
         "program_name": "spark-enrich",
         # TIMESTAMP columns come back in the session's zone: UTC, as a timestamp field
         # reads a naive datetime.
-        "init_command": "SET time_zone = '+00:00'",
+        # group_concat_max_len bounds MariaDB's JSON_ARRAYAGG (connectors.mysql.aggregate).
+        "init_command": "SET time_zone = '+00:00', group_concat_max_len = 1073741824",
     }
 
 

@@ -187,6 +187,8 @@ class MySqlServer:
             "--innodb-doublewrite=0",
             "--skip-log-bin",
             "--max-connections=500",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
             *self._tls_options(),
             *self._run_as(),
         ]
