@@ -55,7 +55,7 @@ def _loads() -> Callable[[Any], Any]:
         import orjson
     except ImportError:
         return json.loads
-    return orjson.loads  # type: ignore[no-any-return]
+    return orjson.loads
 
 
 _parse_json = _loads()
