@@ -1,13 +1,21 @@
 """The columnar lookup of ``PostgresLookup``: a batch's rows come back as columns.
 
-The batch statement is wrapped in one aggregate row::
+Two shapes of answer, decided once per process from the statements' column types
+(``Plan``):
 
-    SELECT array_agg(q."id"), array_agg(q."name"), ... FROM (<batch statement>) AS q
+* **CSV** (``Plan.csv_sql``), where a unique index holds the key and every field is a
+  plain type (``string``, an integer, ``double``, ``boolean``, ``date``) read from a
+  column whose values it takes unconverted: the batch statement wrapped into one text,
+  ``SELECT string_agg(concat_ws(',', <cells>), E'\\n') FROM (<batch statement>) AS q``,
+  text quoted as CSV quotes it (a NULL an empty unquoted cell), read by Arrow's CSV reader
+  with the struct's types: no Python object per value at all;
+* **arrays** (``Plan.arrow_sql``) otherwise: one row of ``array_agg`` columns, so that
+  asyncpg decodes each column as one array (in C, into a list) rather than one
+  ``Record`` per row, and each field's list becomes an Arrow array with
+  ``pa.array(values, type)``.
 
-so that asyncpg decodes each column as one array (in C, into a list) rather than one
-``Record`` per row, and no Python runs per row: each field's list becomes an Arrow array
-with ``pa.array(values, type)``, and the asked keys find their rows with
-``pyarrow.compute.index_in`` and one ``take``.
+Either way the asked keys find their rows with ``pyarrow.compute.index_in`` and one
+``take``.
 
 Every key gets exactly what ``lookup_many`` gives it. Where the bulk path cannot promise
 that, a batch's columns are decoded row by row by the same :class:`~connectors.sql.RowReader`
