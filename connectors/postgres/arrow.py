@@ -1,13 +1,21 @@
 """The columnar lookup of ``PostgresLookup``: a batch's rows come back as columns.
 
-The batch statement is wrapped in one aggregate row::
+Two shapes of answer, decided once per process from the statements' column types
+(``Plan``):
 
-    SELECT array_agg(q."id"), array_agg(q."name"), ... FROM (<batch statement>) AS q
+* **CSV** (``Plan.csv_sql``), where a unique index holds the key and every field is a
+  plain type (``string``, an integer, ``double``, ``boolean``, ``date``) read from a
+  column whose values it takes unconverted: the batch statement wrapped into one text,
+  ``SELECT string_agg(concat_ws(',', <cells>), E'\\n') FROM (<batch statement>) AS q``,
+  text quoted as CSV quotes it (a NULL an empty unquoted cell), read by Arrow's CSV reader
+  with the struct's types: no Python object per value at all;
+* **arrays** (``Plan.arrow_sql``) otherwise: one row of ``array_agg`` columns, so that
+  asyncpg decodes each column as one array (in C, into a list) rather than one
+  ``Record`` per row, and each field's list becomes an Arrow array with
+  ``pa.array(values, type)``.
 
-so that asyncpg decodes each column as one array (in C, into a list) rather than one
-``Record`` per row, and no Python runs per row: each field's list becomes an Arrow array
-with ``pa.array(values, type)``, and the asked keys find their rows with
-``pyarrow.compute.index_in`` and one ``take``.
+Either way the asked keys find their rows with ``pyarrow.compute.index_in`` and one
+``take``.
 
 Every key gets exactly what ``lookup_many`` gives it. Where the bulk path cannot promise
 that, a batch's columns are decoded row by row by the same :class:`~connectors.sql.RowReader`
@@ -22,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from connectors.sql import RowReader, fit_key
 from enrich.spi import ColumnarAnswer, LookupFailed, answer_from_mapping, short
@@ -61,6 +71,39 @@ def decode(
     except (_Fallback, pa.ArrowException, TypeError, ValueError, OverflowError):
         rows = list(zip(*columns, strict=True))
         return answer_from_mapping(wanted, reader.answers(wanted, rows), struct_type)
+
+
+def decode_csv(
+    keys: pa.Array, texts: Sequence[str | None], struct_type: pa.StructType
+) -> ColumnarAnswer:
+    """The answer for ``keys`` from CSV text answers (``Plan.csv_sql``: one row per key,
+    the key first, plain types), read by Arrow's CSV reader: no Python per row."""
+    present = [text for text in texts if text]
+    if not present:
+        return ColumnarAnswer(pa.nulls(len(keys), struct_type))
+    # Every line ends with a newline: Arrow reads an empty last cell before the end of
+    # the data, unterminated, as an empty value rather than a null (seen with pyarrow 26).
+    data = ("\n".join(present) + "\n").encode("utf-8")
+    fields = list(struct_type)
+    names = ["key", *(f"f{i}" for i in range(len(fields)))]
+    types = {"key": keys.type, **{f"f{i}": f.type for i, f in enumerate(fields)}}
+    table = pacsv.read_csv(
+        pa.BufferReader(data),
+        read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types,
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+            null_values=[""],
+            true_values=["t", "true"],
+            false_values=["f", "false"],
+        ),
+    )
+    columns = [column.combine_chunks() for column in table.columns]
+    index = pc.index_in(keys, value_set=columns[0])
+    structs = pa.StructArray.from_arrays(columns[1:], fields=fields)
+    return ColumnarAnswer(structs.take(index))
 
 
 def merge(outcomes: Sequence[list[list[Any] | None]]) -> list[list[Any] | None]:
@@ -106,6 +149,13 @@ def assemble(
     inverse[np.asarray(order, dtype=np.int64)] = np.arange(count, dtype=np.int64)
     answer.rows = pa.concat_arrays(arrays).take(pa.array(inverse))
     return answer
+
+
+@dataclass(frozen=True)
+class CsvText:
+    """A statement's CSV answer (None: no row matched)."""
+
+    text: str | None
 
 
 class _Fallback(Exception):
@@ -155,12 +205,12 @@ async def fetch(lookup: Any, keys: pa.Array, struct_type: pa.StructType) -> Any:
 
     async def one(batch: list[Any]) -> Any:
         try:
-            rows = await lookup._fetch(handle, plan.arrow_sql, batch)
+            rows = await lookup._fetch(handle, plan.csv_sql or plan.arrow_sql, batch)
         except LookupFailed as exc:
             return exc
         except RefusedArgument:
             return await lookup._singly(handle, plan.batch_sql, batch)
-        return list(rows[0])
+        return CsvText(rows[0][0]) if plan.csv_sql else list(rows[0])
 
     outcomes = await asyncio.gather(*(one(batch) for batch in batches))
     failures = [o for o in outcomes if isinstance(o, LookupFailed)]
@@ -169,6 +219,8 @@ async def fetch(lookup: Any, keys: pa.Array, struct_type: pa.StructType) -> Any:
     reader = lookup._reader
 
     def decode_step() -> Any:
+        if not refused and all(type(o) is CsvText for o in outcomes):
+            return decode_csv(keys, [o.text for o in outcomes], struct_type)
         if not refused and all(type(o) is list for o in outcomes):
             # The common case: every statement answered; one decode for them all.
             return decode(keys, wanted, merge(outcomes), reader, struct_type)
@@ -178,6 +230,9 @@ async def fetch(lookup: Any, keys: pa.Array, struct_type: pa.StructType) -> Any:
                 parts.append((positions, failed(batch, outcome, struct_type)))
             elif isinstance(outcome, dict):
                 parts.append((positions, answer_from_mapping(batch, outcome, struct_type)))
+            elif isinstance(outcome, CsvText):
+                part_keys = keys.take(positions)
+                parts.append((positions, decode_csv(part_keys, [outcome.text], struct_type)))
             else:
                 part_keys = keys.take(positions)
                 parts.append((positions, decode(part_keys, batch, outcome, reader, struct_type)))

@@ -25,7 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("PgDialect", "aggregate_statement", "is_bulk", "is_identity", "key_kind")
+__all__ = (
+    "CSV_FIELDS",
+    "PgDialect",
+    "aggregate_statement",
+    "csv_statement",
+    "is_bulk",
+    "is_identity",
+    "key_kind",
+)
 
 _INT = frozenset({"int2", "int4", "int8"})
 _TEXT = frozenset({"text", "varchar", "bpchar", "name", "citext"})
@@ -142,3 +150,24 @@ def is_bulk(schema: Any, key_width: int, column_types: Sequence[str]) -> bool:
         if allowed is None or element not in allowed:
             return False
     return True
+
+
+# Field types a batch may come back as CSV text (read by Arrow's CSV reader), when their
+# columns give values the schema takes unconverted (is_identity) and the key is unique.
+CSV_FIELDS = frozenset({"string", "bigint", "int", "smallint", "double", "boolean", "date"})
+
+
+def _csv_cell(column: str, text: bool) -> str:
+    # Text quoted as CSV quotes it (a NULL stays an empty unquoted cell); the rest as
+    # PostgreSQL prints it (the session has DateStyle ISO and exact floats).
+    if text:
+        return f"""coalesce('"' || replace({column}::text, '"', '""') || '"', '')"""
+    return f"coalesce({column}::text, '')"
+
+
+def csv_statement(batch_sql: str, keys: Sequence[tuple[str, bool]], schema: Any) -> str:
+    """``batch_sql`` wrapped into one text value: its rows as CSV lines, the key
+    column(s) first (``keys``: name, whether text), then the schema's fields."""
+    cells = [_csv_cell(f"q.{quote(name)}", text) for name, text in keys]
+    cells += [_csv_cell(f"q.{quote(f.name)}", str(f.type) == "string") for f in schema.fields]
+    return f"SELECT string_agg(concat_ws(',', {', '.join(cells)}), E'\\n') FROM ({batch_sql}) AS q"

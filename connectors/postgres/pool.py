@@ -41,7 +41,16 @@ from enrich.spi import (
     process_limit,
 )
 
-from .dialect import PgDialect, aggregate_statement, is_bulk, is_identity, key_kind, quote
+from .dialect import (
+    CSV_FIELDS,
+    PgDialect,
+    aggregate_statement,
+    csv_statement,
+    is_bulk,
+    is_identity,
+    key_kind,
+    quote,
+)
 
 _log = logging.getLogger("connectors.postgres")
 REGISTRY = "connectors.postgres"
@@ -71,6 +80,8 @@ class Plan:
         batch_sql: the statement answering a batch of keys.
         arrow_sql: the same, as one row of column arrays (``connectors.postgres.arrow``);
             "" where the fields' column types need the per-row decoder.
+        csv_sql: the same as one CSV text (``connectors.postgres.arrow``), where the key is
+            unique and every field a plain type read unconverted; else "".
         identity: every field's column gives values the schema takes unconverted.
         unique: a unique index holds the key column(s): one row per key, and the full
             load needs no ORDER BY.
@@ -82,6 +93,7 @@ class Plan:
     batch_sql: str
     full_sql: str | None
     arrow_sql: str = ""
+    csv_sql: str = ""
     identity: bool = False
     unique: bool = False
 
@@ -141,6 +153,16 @@ class Handle:
             columns = (await conn.prepare(arrow_sql)).get_attributes()[len(target.keys) :]
             if not is_bulk(schema, len(target.keys), [c.type.name for c in columns]):
                 arrow_sql = ""  # the columnar lookup decodes row by row
+            csv_sql = ""
+            if (
+                arrow_sql
+                and unique
+                and identity
+                and kinds in (("int",), ("text",))
+                and all(str(f.type) in CSV_FIELDS for f in schema.fields)
+            ):
+                csv_sql = csv_statement(sql, [(target.keys[0], "text" in kinds)], schema)
+                await conn.prepare(csv_sql)
         full = None
         if target.query is None or target.full_query is not None:
             full = full_statement(target, schema, dialect, ordered=not unique)
@@ -150,6 +172,7 @@ class Handle:
             batch_sql=sql,
             full_sql=full,
             arrow_sql=arrow_sql,
+            csv_sql=csv_sql,
             identity=identity,
             unique=unique,
         )
@@ -242,6 +265,9 @@ def connect_options(settings: SqlSettings) -> dict[str, Any]:
         "server_settings": {
             "statement_timeout": str(int(settings.timeout * 1000)),
             "application_name": "spark-enrich",
+            # What the text paths (CSV answers, COPY) read: ISO dates, exact floats.
+            "DateStyle": "ISO, MDY",
+            "extra_float_digits": "3",
         },
     }
 

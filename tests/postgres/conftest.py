@@ -24,7 +24,8 @@ USERS = """
 DROP TABLE IF EXISTS users, accounts, orders CASCADE;
 CREATE TABLE users (id bigint PRIMARY KEY, name text, tier varchar(10), credit double precision);
 INSERT INTO users VALUES (1, 'Ada', 'gold', 12.5), (2, 'Bob', 'silver', NULL),
-                         (3, NULL, NULL, NULL), (4, 'Dee', 'gold', 0.25);
+                         (3, NULL, NULL, NULL), (4, 'Dee', 'gold', 0.25),
+                         (5, E'a,"b\nc', '', 'NaN'), (6, 'Eve', 'x', '-Infinity');
 CREATE TABLE accounts (tenant text, id integer, name text, PRIMARY KEY (tenant, id));
 INSERT INTO accounts VALUES ('eu', 1, 'eu-one'), ('us', 1, 'us-one'), ('eu', 2, 'eu-two');
 CREATE TABLE orders (user_id bigint, total numeric(10,2), item text);
