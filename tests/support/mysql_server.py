@@ -239,6 +239,8 @@ class MySqlServer:
         finally:
             connection.close()
 
+    query = execute  # the name some tests reach for
+
     def sql(self, script: str) -> None:
         """Run a script of statements separated by ``;`` as the test user."""
         from pymysql.constants import CLIENT
