@@ -27,6 +27,8 @@ SUITES = (
     "limits",
     "knee_model",
     "async_map",
+    "postgres",
+    "mysql",
 )
 
 

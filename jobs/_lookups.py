@@ -5,6 +5,7 @@ check them (without Spark)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,44 +38,51 @@ LOOKUP_KEYS = JOIN_KEYS - {"on", "how", "mode", "prefix", "name", "shuffle"}
 LOOKUP_JOIN_KEYS = (JOIN_KEYS - {"mode", "name", "shuffle"}) | {"input"}
 
 
+# kind -> (module, class, the setting passed first): the stores a config can name.
+STORE_KINDS: dict[str, tuple[str, str, str]] = {
+    "redis": ("connectors.redis", "RedisLookup", "url"),
+    "http": ("connectors.http", "HttpLookup", "url_template"),
+    "postgres": ("connectors.postgres", "PostgresLookup", "url"),
+    "mysql": ("connectors.mysql", "MySqlLookup", "url"),
+}
+
+
+def _store_class(kind: str) -> Any:
+    module, name, _ = STORE_KINDS[kind]
+    return getattr(importlib.import_module(module), name)
+
+
 def store(spec: Any, where: str) -> Any:
-    """A RedisLookup or HttpLookup from its config (``kind`` says which)."""
+    """A lookup source from its config: ``kind`` (or ``type``) names it (:data:`STORE_KINDS`)."""
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a mapping, got {spec!r}")
     options = dict(spec)
     kind = options.pop("kind", None)
+    if kind is None and "type" in options:
+        kind = options.pop("type")
     options.pop("check_key", None)  # used by `enrich check` only
+    if not isinstance(kind, str) or kind not in STORE_KINDS:
+        kinds = " or ".join(repr(k) for k in STORE_KINDS)
+        raise ConfigError(f"{where}.kind must be {kinds}, got {kind!r}")
+    first = STORE_KINDS[kind][2]
     try:
         if isinstance(options.get("job_rate_limit"), dict):  # {rate, redis_url, key, ...}
             from enrich.protect import JobRateLimit
 
             options["job_rate_limit"] = JobRateLimit(**options["job_rate_limit"])
-        if kind == "redis":
-            from connectors.redis import RedisLookup
-
-            return RedisLookup(options.pop("url"), **options)
-        if kind == "http":
-            from connectors.http import HttpLookup
-
-            return HttpLookup(options.pop("url_template"), **options)
+        return _store_class(kind)(options.pop(first), **options)
     except KeyError as exc:
         raise ConfigError(f"{where} needs {exc.args[0]!r}") from None
     except TypeError as exc:
         message = argument_error(exc)
         if message.startswith("unknown setting"):
-            from connectors.http import HttpLookup
-            from connectors.redis import RedisLookup
-
-            known = _settings_of(RedisLookup if kind == "redis" else HttpLookup) | {
-                "kind",
-                "check_key",
-            }
+            known = _settings_of(_store_class(kind)) | {"kind", "check_key"}
             bad = message.rsplit(" ", 1)[-1].strip("'")
             message += f"{did_you_mean(bad, known)} (known: {', '.join(sorted(known))})"
         raise ConfigError(f"{where}: {message}") from None
-    except ValueError as exc:
+    except (ValueError, enrich.LookupFailed) as exc:
+        # LookupFailed: a store whose schema is read from the database could not be asked.
         raise ConfigError(f"{where}: {exc}") from None
-    raise ConfigError(f"{where}.kind must be 'redis' or 'http', got {kind!r}")
 
 
 def _settings_of(cls: type) -> set[str]:

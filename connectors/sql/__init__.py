@@ -1,0 +1,76 @@
+"""The database-neutral half of the relational connectors (PostgreSQL, MySQL/MariaDB).
+
+``connectors.postgres`` (asyncpg) and ``connectors.mysql`` (aiomysql) share what does not
+depend on the driver; each adds its driver's pool, statements and error translation.
+Like every connector, this package imports only :mod:`enrich.spi` and ``enrich``'s public
+face.
+
+The pieces, one module each:
+
+* :mod:`~connectors.sql.url` -- :class:`DatabaseUrl`: ``scheme://user:pw@host:port/db?...``
+  parsed once (percent-decoded user info, a ``password=`` keyword winning over the URL's,
+  query parameters kept for the driver); ``masked()`` and ``secrets`` keep the password
+  out of reprs and messages (with :func:`enrich.spi.mask_text`).
+* :mod:`~connectors.sql.target` -- :class:`Target`: ``table=`` + ``key=`` (one column or a
+  list: a composite key, joined with ``on=[...]`` in the same order), or ``query=`` with
+  one ``:keys`` parameter; :func:`batch_statement` / :func:`full_statement` build the SQL
+  through a :class:`Dialect` (quoting, per-field casts, the key filter). Every statement
+  returns the **row layout**: key column(s) first, then the schema's fields in order.
+* :mod:`~connectors.sql.columns` -- :func:`schema_from_columns`: a table's
+  ``information_schema.columns`` mapped to a dimension schema when ``schema=`` is not
+  given; :class:`UnmappableColumn` (a :class:`~enrich.SchemaError`) names a column whose
+  type maps to nothing.
+* :mod:`~connectors.sql.answers` -- :class:`RowReader`: rows of the layout -> the SPI's
+  answers (a tuple, a list of tuples for a 1:N key, None for a miss, the key's own
+  :class:`~enrich.spi.DecodeError`); :func:`store_key` / :func:`fit_key` for matching and
+  checking keys; :func:`dimension_pages` for a full cache (rows ordered by key, grouped
+  into pages without splitting a key).
+* :mod:`~connectors.sql.settings` -- :class:`SqlSettings`: pool size and lifetime,
+  statement timeout, batch size, ``concurrency``, ``job_rate_limit``; frozen and hashable
+  (the key of a process's pool).
+
+What a driver module does with them (see ``connectors.postgres``): build a ``SqlSettings``
+and schema on construction (reading the columns if no schema is given), send
+``batch_statement`` once per batch of keys on a pooled connection of the runtime loop
+(:func:`enrich.spi.loop_resource`), read its rows with ``RowReader.answers``, translate
+the driver's errors (connection -> :class:`~enrich.spi.SourceUnavailable`, retryable;
+timeout -> retryable :class:`~enrich.spi.LookupFailed`; authentication, a missing table
+or column -> not retryable, one line naming it, no secret), and implement
+``store_key`` / ``scan_dimension`` (``full_statement`` + ``dimension_pages``) so that
+``FullCache`` can load the table.
+"""
+
+from __future__ import annotations
+
+from .answers import RowReader, dimension_pages, fit_key, store_key
+from .columns import Column, UnmappableColumn, schema_from_columns
+from .settings import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_LIFETIME,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_TIMEOUT,
+    SqlSettings,
+)
+from .target import KEYS_PARAMETER, Dialect, Target, batch_statement, full_statement
+from .url import DatabaseUrl
+
+__all__ = (
+    "DatabaseUrl",
+    "Target",
+    "Dialect",
+    "KEYS_PARAMETER",
+    "batch_statement",
+    "full_statement",
+    "Column",
+    "UnmappableColumn",
+    "schema_from_columns",
+    "RowReader",
+    "dimension_pages",
+    "fit_key",
+    "store_key",
+    "SqlSettings",
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_LIFETIME",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_TIMEOUT",
+)

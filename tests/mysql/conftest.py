@@ -1,0 +1,55 @@
+"""Fixtures of the MySQL/MariaDB connector tests: tables on the session's real server, and
+sources closed after each test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from connectors.mysql import MySqlLookup
+from tests.support.mysql_server import MySqlServer
+
+MakeLookup = Callable[..., MySqlLookup]
+
+
+def struct_rows(rows: Any) -> list[tuple[Any, ...] | None]:
+    """An Arrow struct array's rows as tuples (None: a null struct)."""
+    return [None if row is None else tuple(row.values()) for row in rows.to_pylist()]
+
+
+USERS = """
+DROP TABLE IF EXISTS users, accounts, orders;
+CREATE TABLE users (id BIGINT PRIMARY KEY, name TEXT, tier VARCHAR(10), credit DOUBLE);
+INSERT INTO users VALUES (1, 'Ada', 'gold', 12.5), (2, 'Bob', 'silver', NULL),
+                         (3, NULL, NULL, NULL), (4, 'Dee', 'gold', 0.25);
+CREATE TABLE accounts (tenant VARCHAR(8), id INT, name TEXT, PRIMARY KEY (tenant, id));
+INSERT INTO accounts VALUES ('eu', 1, 'eu-one'), ('us', 1, 'us-one'), ('eu', 2, 'eu-two');
+CREATE TABLE orders (user_id BIGINT, total DECIMAL(10,2), item TEXT, KEY (user_id));
+INSERT INTO orders VALUES (1, 10.50, 'pen'), (1, 3.00, 'ink'), (2, 7.25, 'pad');
+"""
+
+
+@pytest.fixture
+def tables(mysql_server: MySqlServer) -> MySqlServer:
+    """The shared server with fresh ``users``, ``accounts`` (composite key) and
+    ``orders`` (several rows per user) tables."""
+    mysql_server.sql(USERS)
+    return mysql_server
+
+
+@pytest_asyncio.fixture
+async def make_lookup() -> AsyncIterator[MakeLookup]:
+    """``make_lookup(url, **settings)``: a MySqlLookup whose pool is closed after the test."""
+    made: list[MySqlLookup] = []
+
+    def make(url: str, **settings: Any) -> MySqlLookup:
+        source = MySqlLookup(url, **settings)
+        made.append(source)
+        return source
+
+    yield make
+    for source in made:
+        await source.aclose()
