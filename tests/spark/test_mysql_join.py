@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from connectors.mysql import MySqlLookup
 from enrich import LookupCache
 from enrich.spark import lookup_join, statistics
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql import register_lookup
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
