@@ -187,7 +187,7 @@ def test_description_pickles_compares_and_hides_the_password(tables: PostgresSer
     assert copy == users and hash(copy) == hash(users)
     assert tables.password not in repr(users) + repr(copy) + str(users._settings)
     assert repr(users).startswith(
-        f"PostgresLookup('postgresql://enrich:***@127.0.0.1:{tables.port}/enrich'"
+        f"PostgresLookup('postgresql://{tables.user}:***@127.0.0.1:{tables.port}/{tables.database}'"
     )
 
 
