@@ -15,7 +15,7 @@ from connectors.postgres import PostgresLookup
 from enrich import LookupCache
 from enrich.demo.postgres_server import PostgresServer
 from enrich.spark import lookup_join, statistics
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
