@@ -60,7 +60,7 @@ async def test_wrong_password_is_one_final_line_without_the_secret(
     assert error.kind == "auth" and not error.retryable
     assert "\n" not in str(error)
     assert str(error).startswith(
-        f"postgres at 127.0.0.1:{tables.port} refused the login for user 'enrich'"
+        f"postgres at 127.0.0.1:{tables.port} refused the login for user {tables.user!r}"
     )
     assert_no_secret([*texts_of(error), caplog.text, repr(users)], WRONG, tables.password)
 
@@ -69,7 +69,7 @@ async def test_wrong_password_is_one_final_line_without_the_secret(
 async def test_password_keyword_wins_and_stays_hidden(
     tables: PostgresServer, make_lookup: MakeLookup
 ) -> None:
-    url = f"postgresql://enrich@127.0.0.1:{tables.port}/enrich"
+    url = f"postgresql://{tables.user}@127.0.0.1:{tables.port}/{tables.database}"
     users = make_lookup(
         url, table="users", key="id", schema="name string", password=tables.password
     )
@@ -82,7 +82,7 @@ async def test_password_keyword_wins_and_stays_hidden(
 async def test_unreachable_server_is_retryable_and_one_line(make_lookup: MakeLookup) -> None:
     port = free_port()
     users = make_lookup(
-        f"postgresql://enrich:{WRONG}@127.0.0.1:{port}/enrich",
+        f"postgresql://someone:{WRONG}@127.0.0.1:{port}/db",
         table="users",
         key="id",
         schema="name string",

@@ -30,7 +30,7 @@ def write_job(tmp_path: Path, server: PostgresServer, port: int | None = None) -
     secret.write_text(server.password + "\n")
     wrong = tmp_path / "wrong_password"
     wrong.write_text(WRONG + "\n")
-    base = f"postgresql://enrich@127.0.0.1:{server.port}/enrich"
+    base = f"postgresql://{server.user}@127.0.0.1:{server.port}/{server.database}"
     job = tmp_path / "job.yaml"
     job.write_text(
         f"""
@@ -47,7 +47,7 @@ stores:
             key: id, schema: "name string"}}
   nocolumn: {{kind: postgres, url: "{base}", password: "${{file:{secret}}}", table: users,
              key: id, schema: "nickname string"}}
-  down: {{kind: postgres, url: "postgresql://enrich@127.0.0.1:{port or free_port()}/enrich",
+  down: {{kind: postgres, url: "{base.replace(str(server.port), str(port or free_port()))}",
          password: "${{file:{secret}}}", table: users, key: id, schema: "name string",
          timeout: 2}}
 joins: [{{store: users, on: user_id}}]
@@ -66,7 +66,7 @@ def test_config_builds_postgres_stores_with_the_secret_file(
         config.stores["accounts"], PostgresLookup
     )
     assert users == PostgresLookup(
-        f"postgresql://enrich:{tables.password}@127.0.0.1:{tables.port}/enrich",
+        tables.url,
         table="users", key="id", schema="name string, tier string", timeout=2,
     )  # fmt: skip
     assert tables.password not in repr(config.stores)
@@ -80,7 +80,8 @@ def test_check_names_each_failure_in_one_line_without_secrets(
     assert lines["users"].ok and "key 1 found" in lines["users"].detail
     assert lines["accounts"].ok and "found" in lines["accounts"].detail
     assert (
-        not lines["locked"].ok and "refused the login for user 'enrich'" in lines["locked"].detail
+        not lines["locked"].ok
+        and f"refused the login for user {tables.user!r}" in lines["locked"].detail
     )
     assert not lines["nowhere"].ok and "table 'nowhere' does not exist" in lines["nowhere"].detail
     assert (

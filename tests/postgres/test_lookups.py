@@ -187,7 +187,7 @@ def test_description_pickles_compares_and_hides_the_password(tables: PostgresSer
     assert copy == users and hash(copy) == hash(users)
     assert tables.password not in repr(users) + repr(copy) + str(users._settings)
     assert repr(users).startswith(
-        f"PostgresLookup('postgresql://enrich:***@127.0.0.1:{tables.port}/enrich'"
+        f"PostgresLookup('postgresql://{tables.user}:***@127.0.0.1:{tables.port}/{tables.database}'"
     )
 
 
@@ -289,3 +289,35 @@ async def test_columnar_answers_what_lookup_many_answers(
     answer = await source.lookup_arrow(arrow_keys, struct)
 
     assert as_mapping(answer, asked) == expected_of(dict(await source.lookup_many(asked)))
+
+
+@pytest.mark.asyncio
+async def test_adaptive_concurrency_follows_the_statements(
+    tables: PostgresServer, make_lookup: MakeLookup
+) -> None:
+    users = make_lookup(
+        tables.url, table="users", key="id", schema=SCHEMA, concurrency="auto", max_batch=1
+    )
+    assert users.concurrency_statistics() is None  # no statement yet
+
+    found = await users.lookup_many([1, 2, 3])
+
+    assert found[1] == ("Ada", "gold", 12.5)
+    statistics = users.concurrency_statistics()
+    assert statistics is not None and 1 <= statistics.limit <= users._settings.pool_size
+    assert "concurrency='auto'" in repr(users)
+
+
+def test_job_rate_limit_needs_the_redis_of_its_bucket(tables: PostgresServer) -> None:
+    from enrich.spi import JobRateLimit
+
+    with pytest.raises(ValueError, match="needs the Redis of its shared bucket"):
+        PostgresLookup(tables.url, table="users", key="id", schema=SCHEMA, job_rate_limit=100)
+    limited = PostgresLookup(
+        tables.url,
+        table="users",
+        key="id",
+        schema=SCHEMA,
+        job_rate_limit=JobRateLimit(rate=100, redis_url="redis://127.0.0.1:1/0"),
+    )
+    assert "job_rate_limit=" in repr(limited) and tables.password not in repr(limited)

@@ -2,8 +2,8 @@
 
 ``postgres_server`` is shared by the session (``.url``, ``.sql(...)``, ``stop()``,
 ``start()``, ``restart()``: a test that stops it starts it again); ``postgres_url`` is its
-URL, ``postgresql://enrich:<password>@127.0.0.1:PORT/enrich``; ``restartable_postgres``
-is a server of the test's own.
+URL, ``postgresql://user:pw@127.0.0.1:PORT/db`` (the login the issue's examples use);
+``restartable_postgres`` is a server of the test's own, with the same login.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from enrich.demo.postgres_server import DEFAULT_PASSWORD, PostgresServer, PostgresUnavailable
+from enrich.demo.postgres_server import PostgresServer, PostgresUnavailable
 
-__all__ = ("POSTGRES_PASSWORD", "postgres_server", "postgres_url", "restartable_postgres")
+__all__ = ("LOGIN", "postgres_server", "postgres_url", "restartable_postgres")
 
-POSTGRES_PASSWORD = DEFAULT_PASSWORD
+LOGIN = {"user": "user", "password": "pw", "database": "db"}
 
 
 def _started() -> PostgresServer:
     try:
-        return PostgresServer().start()
+        return PostgresServer(**LOGIN).start()
     except PostgresUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
 
