@@ -192,6 +192,7 @@ def main() -> None:
                 "bench-kafka",
                 "local[2]",
                 spark__ui__enabled="false",
+                spark__ui__showConsoleProgress="false",
                 spark__sql__shuffle__partitions="2",
                 spark__jars=",".join(str(j) for j in connector_jars()),
             )
