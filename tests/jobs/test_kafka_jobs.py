@@ -18,8 +18,10 @@ import pytest
 from enrich.demo.kafka_broker import KafkaBroker, free_port
 from jobs import _config, _streams, enrich_job
 from tests.support.kafka_fixtures import consume, create_topic, produce
+from tests.support.spark_version import requires_spark
 
 pytestmark = [pytest.mark.timeout(300)]
+SPARK_KAFKA = requires_spark(4, 2, "Spark's Kafka connector (4.2.0) on the classpath")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SECRET = "k4fka-S3CRET-9e107d"
@@ -83,6 +85,7 @@ def test_enrich_check_names_a_broker_that_is_down_in_one_line(
 
 @pytest.mark.spark
 @pytest.mark.slow
+@SPARK_KAFKA
 def test_enrich_run_kafka_to_kafka_writes_every_record_enriched_and_no_secret(
     tmp_path: Path,
     redis_server: Any,
@@ -114,6 +117,7 @@ def test_enrich_run_kafka_to_kafka_writes_every_record_enriched_and_no_secret(
 
 @pytest.mark.spark
 @pytest.mark.slow
+@SPARK_KAFKA
 def test_the_kafka_to_redis_example_writes_each_record_once_under_latency_low(
     spark: Any,
     tmp_path: Path,
