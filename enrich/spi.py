@@ -14,7 +14,8 @@ What a connector implements:
   on :func:`answers_as_completed`) and :class:`ColumnarSource` (``lookup_arrow`` /
   ``fetch_arrow``: Arrow keys in, a :class:`ColumnarAnswer` out; the bulk decoders
   :func:`decode_texts` / :func:`decode_documents` and :func:`answer_from_mapping` do the
-  decoding).
+  decoding); :class:`ListableSource` (``store_key`` / ``scan_dimension``) lets a full
+  cache (``cache="full"``) load the whole dimension.
 
 What it may use:
 
@@ -48,10 +49,20 @@ from .engine.checks import (
 )
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
-from .lookup.dimension.schema import Schema, SchemaLike
-from .lookup.lane.bulk import decode_documents, decode_texts
-from .lookup.lane.columnar import ColumnarAnswer, ColumnarSource, Decode, answer_from_mapping
-from .lookup.source import IncrementalSource, LookupSource, answers_as_completed
+from .engine.records.record_schema import Schema, SchemaLike
+from .lookup.contract.bulk_decode import decode_documents, decode_texts
+from .lookup.contract.columnar_answer import (
+    ColumnarAnswer,
+    ColumnarSource,
+    Decode,
+    answer_from_mapping,
+)
+from .lookup.contract.lookup_source import (
+    IncrementalSource,
+    ListableSource,
+    LookupSource,
+    answers_as_completed,
+)
 from .protect.adaptive import (
     AdaptiveLimit,
     LimitStatistics,
@@ -71,6 +82,7 @@ __all__ = (
     "IncrementalSource",
     "ColumnarSource",
     "ColumnarAnswer",
+    "ListableSource",
     "Decode",
     "Schema",
     "SchemaLike",
