@@ -29,6 +29,7 @@ SUITES = (
     "async_map",
     "postgres",
     "mysql",
+    "kafka",
 )
 
 

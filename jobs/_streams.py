@@ -64,6 +64,8 @@ def start(df: Any, config: JobConfig) -> Any:
 
         writer = low_latency(df).outputMode(sink.mode or "append").options(**sink.options)
     else:
+        if sink.select:  # the rows as the sink takes them (Spark's Kafka sink: value...)
+            df = df.selectExpr(*sink.select)
         writer = df.writeStream.format(sink.format).outputMode(sink.mode or "append")
         if sink.options:
             writer = writer.options(**sink.options)
@@ -163,6 +165,8 @@ def write_batch(df: Any, spec: Endpoint, batch_id: int | None) -> None:
     if spec.kind == "memory":
         df.createOrReplaceTempView(spec.name)
         return
+    if spec.select:
+        df = df.selectExpr(*spec.select)
     writer = df.write.format(spec.format).mode(spec.mode or "append")
     if spec.options:
         writer = writer.options(**spec.options)
