@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.support.http_fixtures import http_server, http_server_session
+from tests.support.kafka_fixtures import kafka_broker, kafka_topic
 from tests.support.redis_fixtures import redis_client, redis_server
 from tests.support.spark_version import requires_spark, spark_version
 
 __all__ = (
     "http_server",
     "http_server_session",
+    "kafka_broker",
+    "kafka_topic",
     "redis_client",
     "redis_server",
     "requires_spark",
@@ -71,6 +74,19 @@ def _timeout_of(config: pytest.Config, item: pytest.Item) -> float:
     return float(option or 0)
 
 
+def _kafka_jars() -> dict[str, str]:
+    """``spark.jars`` naming Spark's Kafka connector (4.2.0, the newest Maven Central
+    serves), on pyspark 4.2+ only: an older Spark would fail to load its classes."""
+    from enrich.demo.kafka_broker import BrokerUnavailable, connector_jars
+
+    if spark_version() < (4, 2):
+        return {}
+    try:
+        return {"spark__jars": ",".join(str(jar) for jar in connector_jars())}
+    except BrokerUnavailable:
+        return {}
+
+
 def spark_env() -> dict[str, str]:
     """What Spark's Python workers need: this interpreter, and the repository importable."""
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
@@ -107,6 +123,8 @@ def spark() -> Iterator[object]:
         # (15 s by default): on a loaded 2-core machine pyspark 4.1's runner of a Python
         # streaming source missed that every time ("Python worker failed to connect back").
         spark__python__authenticate__socketTimeout="120s",
+        # Spark's Kafka connector, when scripts/kafka/fetch has run (tests/spark/kafka).
+        **_kafka_jars(),
     )
     spark.sparkContext.setLogLevel("ERROR")
     yield spark

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyspark
 import pytest
 import redis
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from enrich.spark.sink import two_phase
 from enrich.spark.sink.by_source import check_writer
@@ -254,8 +254,10 @@ def test_the_options_refuse_what_would_break_exactly_once(
         RedisSinkDataSource(keyed).writer(SCHEMA, False)
     with pytest.raises(ValueError, match="names column 'entry', which the DataFrame"):
         check_writer(two_phase.SourceFields("entry"), SCHEMA, streaming=True)
-    with pytest.raises(ValueError, match=r"must be a string .* got bigint"):
-        check_writer(two_phase.SourceFields("order_id"), SCHEMA, streaming=True)
+    scored = StructType([*SCHEMA.fields, StructField("score", DoubleType())])
+    with pytest.raises(ValueError, match=r"must be a string .* or a whole number .* got double"):
+        check_writer(two_phase.SourceFields("score"), scored, streaming=True)
+    check_writer(two_phase.SourceFields("order_id"), SCHEMA, streaming=True)  # an offset
     check_writer(source, SCHEMA, streaming=True)
 
 

@@ -20,6 +20,17 @@ script finds a row's source). Rows must come from one source whose entry ids gro
 along each stream (a Redis stream's do); a source of several streams without
 ``sourceStreamColumn`` would compare the ids of one stream with the marks of another,
 so :func:`enrich.spark.low_latency` refuses it, and so should you.
+
+**A Kafka source** (Spark's ``kafka`` format) gives each row its ``topic``,
+``partition`` and ``offset``: the source stream is the (topic, partition) pair and the
+offset, which rises along each partition, is the entry id. Name them so::
+
+    .option("sourceIdColumn", "offset")
+    .option("sourceStreamColumn", "topic,partition")
+
+``sourceStreamColumn`` takes several columns, comma-separated: a row's source stream is
+their values joined by ``/`` (``orders/2``). An id column may hold an entry id's text
+(``<ms>-<seq>``) or a whole number (an offset, compared as the entry id ``<n>-0``).
 """
 
 from __future__ import annotations
@@ -30,7 +41,14 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import StringType, StructType
+from pyspark.sql.types import (
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from .two_phase import SourceFields
 
@@ -40,19 +58,30 @@ STREAM_OPTION = "sourceStreamColumn"
 # A Redis stream entry id as Redis writes it: no sign, no leading zeros.
 ENTRY_ID = r"^(0|[1-9][0-9]*)-(0|[1-9][0-9]*)$"
 _ENTRY_ID = re.compile(ENTRY_ID)
+_WHOLE = (ByteType, ShortType, IntegerType, LongType)  # offsets: ids of whole numbers
+
+
+def stream_columns(source: SourceFields) -> list[str]:
+    """The columns naming a row's source stream (``sourceStreamColumn``, split at
+    commas); none for one source stream."""
+    return [name.strip() for name in source.stream.split(",") if name.strip()]
 
 
 def source_fields(options: Mapping[str, str]) -> SourceFields | None:
     """The columns named by ``sourceIdColumn`` / ``sourceStreamColumn``, or None."""
     column = str(options.get(ID_OPTION, "")).strip()
-    stream = str(options.get(STREAM_OPTION, "")).strip()
+    names = [n.strip() for n in str(options.get(STREAM_OPTION, "")).split(",") if n.strip()]
+    stream = ",".join(names)
     if stream and not column:
         raise ValueError(
             f"option {STREAM_OPTION} ({stream!r}) needs option {ID_OPTION}: the column "
-            "holding each row's source entry id (the redis-stream source's stream_id)"
+            "holding each row's source entry id (the redis-stream source's stream_id, "
+            "a kafka source's offset)"
         )
-    if stream and stream == column:
-        raise ValueError(f"options {ID_OPTION} and {STREAM_OPTION} name the same column {stream!r}")
+    if column in names:
+        raise ValueError(f"options {ID_OPTION} and {STREAM_OPTION} name the same column {column!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"option {STREAM_OPTION} names a column twice: {stream!r}")
     return SourceFields(column, stream) if column else None
 
 
@@ -96,58 +125,71 @@ def check_writer(source: SourceFields | None, schema: StructType, *, streaming: 
             "side; drop it for a batch write"
         )
     names = [f.name for f in schema.fields]
-    for option, column in ((ID_OPTION, source.id), (STREAM_OPTION, source.stream)):
-        if not column:
-            continue
+    named = [(ID_OPTION, source.id)] + [(STREAM_OPTION, c) for c in stream_columns(source)]
+    for option, column in named:
         if column not in names:
             raise ValueError(
                 f"option {option} names column {column!r}, which the DataFrame does not "
                 f"have (columns: {', '.join(names)}). The redis-stream source gives the "
-                "entry id in column stream_id when the schema names it; keep it through "
-                "the query (do not drop or rename it)"
+                "entry id in column stream_id when the schema names it, a kafka source "
+                "topic, partition and offset; keep them through the query (do not drop "
+                "or rename them)"
             )
         kind = schema[column].dataType
-        if not isinstance(kind, StringType):
+        if not isinstance(kind, (StringType, *_WHOLE)):
             raise ValueError(
                 f"option {option}: column {column!r} must be a string (an entry id "
-                f"'<ms>-<seq>' or a stream key), got {kind.simpleString()}"
+                f"'<ms>-<seq>' or a stream key) or a whole number (a kafka offset or "
+                f"partition), got {kind.simpleString()}"
             )
 
 
 def checked(items: Iterator[Any], source: SourceFields, schema: StructType) -> Iterator[Any]:
     """``items`` (Arrow batches or rows) as they are, after checking each row's source:
-    an entry id of the form ``<ms>-<seq>`` and, when named, a stream. A row without
-    fails the task before it stages anything of that batch, naming the column and row."""
+    an entry id (``<ms>-<seq>``, or a whole number at or above 0) and, when named, its
+    stream's columns not null. A row without fails the task before it stages anything of
+    that batch, naming the column and row."""
     names = [f.name for f in schema.fields]
     where = names.index(source.id)
-    stream = names.index(source.stream) if source.stream else None
+    streams = [names.index(c) for c in stream_columns(source)]
     for item in items:
         if isinstance(item, pa.RecordBatch):
             ids = item.column(where)
-            valid = pc.fill_null(pc.match_substring_regex(ids, ENTRY_ID), False)
-            if stream is not None:
+            if pa.types.is_integer(ids.type):
+                valid = pc.fill_null(pc.greater_equal(ids, 0), False)
+            else:
+                valid = pc.fill_null(pc.match_substring_regex(ids, ENTRY_ID), False)
+            for stream in streams:
                 valid = pc.and_(valid, item.column(stream).is_valid())
             if not pc.all(valid).as_py():
                 bad = pc.index(valid, False).as_py()
                 _fail(source, names, item.slice(bad, 1).to_pylist()[0])
         else:
             row = dict(zip(names, item, strict=True))
-            value = row[source.id]
-            if not (isinstance(value, str) and _ENTRY_ID.match(value)) or (
-                stream is not None and row[source.stream] is None
-            ):
+            if not _is_entry(row[source.id]) or any(item[i] is None for i in streams):
                 _fail(source, names, row)
         yield item
 
 
+def _is_entry(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value >= 0
+    return isinstance(value, str) and _ENTRY_ID.match(value) is not None
+
+
 def _fail(source: SourceFields, names: list[str], row: dict[str, Any]) -> None:
     value = row[source.id]
-    if value is None or not _ENTRY_ID.match(str(value)):
-        what = f"column {source.id!r} ({ID_OPTION}) holds {value!r}, not an entry id '<ms>-<seq>'"
+    if not _is_entry(value):
+        what = (
+            f"column {source.id!r} ({ID_OPTION}) holds {value!r}, not an entry id "
+            "'<ms>-<seq>' or an offset"
+        )
     else:
-        what = f"column {source.stream!r} ({STREAM_OPTION}) is null"
+        empty = next(c for c in stream_columns(source) if row[c] is None)
+        what = f"column {empty!r} ({STREAM_OPTION}) is null"
     shown = {name: row[name] for name in names}
     raise ValueError(
         f"redis sink: a row has no source record to be published once by: {what}; "
-        f"row {str(shown)[:300]}. Keep the source's stream_id column as it was read"
+        f"row {str(shown)[:300]}. Keep the source's columns (stream_id; a kafka "
+        "source's topic, partition, offset) as they were read"
     )

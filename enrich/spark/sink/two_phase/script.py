@@ -19,8 +19,10 @@ with new task attempts, which stage the same rows in new lists); a plan of anoth
 is a conflict.
 
 **Keyed by the source record** (``sourceIdColumn``): each staged row carries its source
-entry id (a field of the row, ``<ms>-<seq>``) and, with ``sourceStreamColumn``, its
-source stream. The writer keeps, per source stream, the last entry id it published (its
+entry id (a field of the row, ``<ms>-<seq>``, or a whole number such as a Kafka offset,
+compared as ``<n>-0``) and, with ``sourceStreamColumn``, its source stream (one field,
+or several comma-separated whose values are joined by ``/``: a Kafka topic and
+partition). The writer keeps, per source stream, the last entry id it published (its
 high-water mark). A plan records the marks as they were when it was fixed, and applies
 only the rows whose entry id is after its stream's mark; the last step raises each mark
 to the largest id the plan held. Batch ids are not trusted (a batch re-cut after a
@@ -38,7 +40,8 @@ from __future__ import annotations
 # ARGV: 1 batch id (or token), 2 marked ("1": check and set the marker), 3 staging
 # prefix, 4 this batch's own staging prefix, 5 page size, 6 step (most operations this
 # script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
-# id field ("": keyed by batch id), 9 the source stream field ("": one source stream),
+# id field ("": keyed by batch id), 9 the source stream field(s), comma-separated ("":
+# one source stream),
 # then the number of operations each staging list must hold, in KEYS order.
 # Returns {state, applied, n, found, published, cleaned, replayed, detail}:
 #   state 0: a step ran, applied operations (replayed: skipped as published already);
@@ -81,8 +84,18 @@ local function clean(keep)
 end
 local function parts(id)
   if type(id) ~= 'string' then return nil, nil end
-  return string.match(id, '^(%d+)%-(%d+)$')
+  local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
+  if ms == nil and string.match(id, '^%d+$') then return id, '0' end -- an offset: n-0
+  return ms, seq
 end
+-- a field's value as text: JSON documents give numbers (offsets, partitions)
+local function text(v)
+  if type(v) == 'number' then return string.format('%.0f', v) end
+  return v
+end
+-- the source stream fields: none, one, or several (a kafka topic and partition)
+local sfs = {}
+for name in string.gmatch(sf, '[^,]+') do sfs[#sfs + 1] = name end
 -- (ams, aseq) after (bms, bseq) as entry ids, compared as decimal text; nothing: true
 local function after(ams, aseq, bms, bseq)
   if bms == nil then return true end
@@ -94,26 +107,29 @@ end
 local function source_of(op)
   local id
   local s = nil
+  local values = {}
   if sf == '' then s = '*' end
   if op[1] == 's' then
     local ok, doc = pcall(cjson.decode, op[3])
     if ok and type(doc) == 'table' then
-      id = doc[idf]
-      if sf ~= '' then s = doc[sf] end
+      id = text(doc[idf])
+      for i, name in ipairs(sfs) do values[i] = text(doc[name]) end
     end
   else
+    local at = {}
+    for i, name in ipairs(sfs) do at[name] = i end
     for i = 3, #op - 1, 2 do
       local name = op[i]
-      if name == idf then
-        id = op[i + 1]
-        if s then break end
-      elseif sf ~= '' and name == sf then
-        s = op[i + 1]
-        if id then break end
-      end
+      if name == idf then id = op[i + 1] end
+      if at[name] then values[at[name]] = op[i + 1] end
     end
   end
-  if type(s) ~= 'string' then s = nil end
+  if #sfs > 0 then
+    for i = 1, #sfs do
+      if type(values[i]) ~= 'string' then return nil, id end
+    end
+    s = table.concat(values, '/')
+  end
   return s, id
 end
 if marked and not keyed then
