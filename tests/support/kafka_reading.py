@@ -28,6 +28,8 @@ def read_all(
         for partition in sorted(meta.partitions):
             where = TopicPartition(topic, partition)
             low, end = consumer.get_watermark_offsets(where, timeout=timeout, cached=False)
+            if end <= low:
+                continue
             consumer.assign([TopicPartition(topic, partition, low)])
             deadline = time.monotonic() + timeout
             while consumer.position([where])[0].offset < end:
