@@ -59,10 +59,16 @@ def start(df: Any, config: JobConfig) -> Any:
                     f"console or a format with a batch writer)"
                 )
         writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
-    elif config.latency == "low":  # checked by the config: redis-stream into redis
+    elif config.latency == "low":  # checked by the config: into redis or kafka-eos
         from enrich.spark import low_latency
 
-        writer = low_latency(df).outputMode(sink.mode or "append").options(**sink.options)
+        kind = "kafka-eos" if sink.format == "kafka-eos" else "redis"
+        writer = low_latency(df, sink=kind).outputMode(sink.mode or "append")
+        writer = writer.options(**sink.options)
+    elif sink.format == "kafka-eos":  # the query's shape checked before it starts
+        from enrich.spark.kafka_sink.query import kafka_eos_writer
+
+        writer = kafka_eos_writer(df).outputMode(sink.mode or "append").options(**sink.options)
     else:
         writer = df.writeStream.format(sink.format).outputMode(sink.mode or "append")
         if sink.options:

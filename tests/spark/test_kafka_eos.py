@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession, functions as F
 
 from enrich.demo.kafka_broker import KafkaBroker
 from enrich.spark import register_data_sources
@@ -182,7 +181,7 @@ def test_the_sink_refuses_rows_and_options_it_cannot_key(
     rate = spark_sources.readStream.format("rate").load().select(F.col("value").cast("string"))
     cases = [
         (kafka, {k: v for k, v in base.items() if k != "topic"}, "append", MissingOption, "topic"),
-        (rate.withColumn("x", F.lit("")), base, "append", SourceNotKeyed, "topic, partition and offset"),
+        (rate.withColumn("x", F.lit("")), base, "append", SourceNotKeyed, "partition and offset"),
         (kafka.drop("offset"), base, "append", SourceNotKeyed, "stream_id"),
         (kafka.groupBy("topic", "partition", "offset").agg(F.max("value").alias("value")), base,
          "complete", StatefulQuery, "append only"),
@@ -195,3 +194,63 @@ def test_the_sink_refuses_rows_and_options_it_cannot_key(
             finally:
                 query.stop()
         assert text in str(caught.value)
+
+
+def test_under_the_low_latency_profile_each_record_is_written_once(
+    spark_sources: SparkSession,
+    kafka_broker: KafkaBroker,
+    kafka_topic: str,
+    redis_server: Any,
+    redis_client: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    """low_latency(sink="kafka-eos"): async progress tracking (the override Spark asks of
+    a sink it does not know), a trigger of 0; then a restart from the checkpoint it left
+    (behind the sink, as the profile leaves it) writes nothing twice."""
+    from enrich.spark import low_latency
+
+    bootstrap, source, out = kafka_broker.bootstrap, kafka_topic, f"{kafka_topic}-out"
+    create_topic(bootstrap, source, partitions=3)
+    create_topic(bootstrap, out, partitions=3)
+    _load(bootstrap, redis_client, source, 0, 200)
+    for run in range(2):
+        df = orders(spark_sources, bootstrap, source, maxOffsetsPerTrigger=50)
+        query = (
+            low_latency(enriched(df, redis_server.url), sink="kafka-eos", warm=False)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", out)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            assert query.lastProgress is not None
+        finally:
+            query.stop()
+        if run == 0:
+            _load(bootstrap, redis_client, source, 200, 260)
+    assert found(bootstrap, out) == list(range(260))
+
+
+def test_a_source_partition_split_over_tasks_stops_the_query_by_name(
+    spark_sources: SparkSession, kafka_broker: KafkaBroker, kafka_topic: str, tmp_path: Path
+) -> None:
+    """Without kafka_eos_writer's check, a repartition spreads one Kafka partition over
+    several tasks: the batch's commit finds it and fails the query, naming the error."""
+    bootstrap = kafka_broker.bootstrap
+    create_topic(bootstrap, kafka_topic, partitions=1)
+    produce(bootstrap, kafka_topic, [str(i).encode() for i in range(200)], partition=0)
+    df = orders(spark_sources, bootstrap, kafka_topic).repartition(4)
+    query = (
+        df.writeStream.format("kafka-eos")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", f"{kafka_topic}-out")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    with pytest.raises(Exception, match="SourcePartitionSplit") as caught:
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    assert f"{kafka_topic}/0" in str(caught.value)

@@ -33,9 +33,10 @@ def ensure_topic(settings: KafkaSinkSettings, timeout: float = 60.0) -> None:
     """Create the marks topic (compacted) unless it exists; on the driver, before any
     task writes."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient(settings.consumer_config() | {"group.id": "unused"})
+    config: dict[str, str | int | float | bool] = {**settings.consumer_config()}
+    admin = AdminClient(config)
     known = admin.list_topics(timeout=timeout).topics
     if settings.marks_topic in known:
         return

@@ -94,7 +94,7 @@ def _columns(text: str) -> tuple[str, ...]:
 class _Options(dict[str, str]):
     """Options looked up by name whatever its case."""
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return super().get(key.lower(), default)
 
     def __contains__(self, key: object) -> bool:
