@@ -186,7 +186,8 @@ def test_the_sink_refuses_rows_and_options_it_cannot_key(
         (kafka.groupBy("topic", "partition", "offset").agg(F.max("value").alias("value")), base,
          "complete", StatefulQuery, "append only"),
     ]  # fmt: skip
-    for df, options, mode, error, text in cases:
+    for n, (df, options, mode, error, text) in enumerate(cases):
+        options = {**options, "checkpointLocation": str(tmp_path / f"ck{n}")}
         with pytest.raises(Exception, match=error.__name__) as caught:
             query = df.writeStream.format("kafka-eos").options(**options).outputMode(mode).start()
             try:
