@@ -35,7 +35,7 @@ def ensure_topic(settings: KafkaSinkSettings, timeout: float = 60.0) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    config: dict[str, str | int | float | bool] = {**settings.consumer_config()}
+    config: dict[str, str | int | float | bool] = {**settings.client}
     admin = AdminClient(config)
     known = admin.list_topics(timeout=timeout).topics
     if settings.marks_topic in known:
