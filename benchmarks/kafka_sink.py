@@ -66,9 +66,8 @@ def _spark_round(spark: Any, bootstrap: str, source: str, sink: str, folder: Pat
 def _create(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 3, 1)])[
-        topic
-    ].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the result
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(60)
 
 
 def _hand_loop(bootstrap: str, source: str) -> float:
