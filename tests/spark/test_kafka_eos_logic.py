@@ -150,3 +150,10 @@ def test_transactional_ids_are_stable_per_sink_and_source_partition() -> None:
     assert len(long) <= 200 and long != transactional_id("enrich-eos", "abc", "s" * 499)
     key = mark_key("abc", "orders/0")
     assert mark_partition(key, 5) == mark_partition(key, 5) < 5
+
+
+def test_the_low_latency_profile_names_the_sinks_it_takes() -> None:
+    from enrich.spark.latency import ProfileRefused, low_latency
+
+    with pytest.raises(ProfileRefused, match='"redis" or "kafka-eos", not \'kafka\''):
+        low_latency(object(), sink="kafka")
