@@ -27,6 +27,7 @@ SUITES = (
     "limits",
     "knee_model",
     "async_map",
+    "kafka",
     "kafka_sink",
 )
 

@@ -25,6 +25,7 @@ EXIT_UNREACHABLE = 1
 
 
 def demo(args: argparse.Namespace) -> int:
+    from .demo.kafka_broker import BrokerUnavailable
     from .demo.live import java_missing, live_demo
     from .demo.local import demo_services
     from .demo.walkthrough import lookup_demo, operator_demo
@@ -44,10 +45,13 @@ def demo(args: argparse.Namespace) -> int:
                     "openjdk-17-jre-headless') for this part."
                 )
                 return 0
-            live_demo(redis_url, http_base, args.duration, args.rows_per_second)
+            live_demo(redis_url, http_base, args.duration, args.rows_per_second, source=args.source)
     except KeyboardInterrupt:
         print("\nstopped", file=sys.stderr)
         return 130
+    except BrokerUnavailable as exc:  # --source kafka without the jars (or Java)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -179,6 +183,14 @@ def parser() -> argparse.ArgumentParser:
         default=100,
         metavar="N",
         help="the operator's capacity in part 1 (default: 100)",
+    )
+    d.add_argument(
+        "--source",
+        choices=("rate", "kafka"),
+        default="rate",
+        help="where the streaming part's orders come from: Spark's rate source (default), "
+        "or a Kafka topic a producer feeds, on a broker the demo starts (needs "
+        "scripts/kafka/fetch's jars)",
     )
     d.add_argument("--no-spark", action="store_true", help="skip the Spark part")
     d.add_argument(

@@ -31,9 +31,10 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
                                   # {format: kafka, exactly_once: true}: the kafka-eos sink
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
-    latency: low                  # redis-stream -> redis only: async progress tracking,
-                                  # exactly once keyed by each row's stream_id (default:
-                                  # "default", Spark's synchronous offset and commit logs)
+    latency: low                  # redis-stream or kafka -> redis only: async progress
+                                  # tracking, exactly once keyed by each row's stream_id
+                                  # (kafka: topic, partition, offset) (default: "default",
+                                  # Spark's synchronous offset and commit logs)
     max_error_ratio: 0.01         # exit code 3 when a join's failed rows pass this share
 
 ``sources``/``input``/``output``/``steps`` are accepted for
@@ -281,24 +282,31 @@ def _latency(value: Any) -> str:
     return str(value)
 
 
+# The sources latency: low takes, and the columns a select must keep for the sink's key.
+KEYED_SOURCES = {"redis-stream": ("stream_id",), "kafka": ("topic", "partition", "offset")}
+
+
 def _check_latency(config: JobConfig) -> None:
     """``latency: low`` only where it keeps exactly once (see enrich.spark.low_latency):
-    a streaming redis-stream source straight into the redis sink, a processing-time
+    a streaming redis-stream or kafka source straight into the redis sink, a processing-time
     trigger (async progress tracking refuses the others)."""
     if config.latency != "low":
         return
     source, sink = config.source, config.sink
     why = None
     if sink is not None and sink.format == "kafka-eos":
-        if source is None or source.format not in ("kafka", "redis-stream") or not source.streaming:
+        if source is None or source.format not in KEYED_SOURCES or not source.streaming:
             why = "the kafka-eos sink needs a streaming kafka or redis-stream source"
         elif config.trigger in ("availableNow", "once"):
             why = f"async progress tracking takes interval triggers only, not {config.trigger}"
         if why is not None:
             raise ConfigError(f"latency: low: {why}")
         return
-    if source is None or source.format != "redis-stream" or not source.streaming:
-        why = "the source must be a streaming redis-stream (its rows carry their entry ids)"
+    if source is None or source.format not in KEYED_SOURCES or not source.streaming:
+        why = (
+            "the source must be a streaming redis-stream or kafka source (its rows carry "
+            "their entry ids: a stream entry id; a topic, partition and offset)"
+        )
     elif sink is None or sink.format != "redis":
         why = "the sink must be the redis sink (it publishes each source entry once)"
     elif config.dead_letter is not None:
@@ -306,17 +314,22 @@ def _check_latency(config: JobConfig) -> None:
             "a dead_letter writes both sinks per micro-batch (foreachBatch, at-least-once); "
             "use the redis sink's own dead_letter option instead"
         )
+    elif sink.select:
+        why = "sink.select is not applied under latency: low (the sink writes each row as joined)"
     elif config.trigger in ("availableNow", "once"):
         why = f"Spark's async progress tracking takes interval triggers only, not {config.trigger}"
-    elif source.select and not any(_keeps_id(e) for e in source.select):
-        why = "source.select must keep stream_id (each row's entry id, the sink's key)"
+    elif source.select and not all(
+        any(_keeps(e, column) for e in source.select) for column in KEYED_SOURCES[source.format]
+    ):
+        kept = " and ".join(KEYED_SOURCES[source.format])
+        why = f"source.select must keep {kept} (each row's source record, the sink's key)"
     if why is not None:
         raise ConfigError(f"latency: low: {why}")
 
 
-def _keeps_id(expression: str) -> bool:
+def _keeps(expression: str, column: str) -> bool:
     text = expression.strip()
-    return text == "*" or text.split()[-1].strip("`") == "stream_id"
+    return text == "*" or text.split()[-1].strip("`") == column
 
 
 def _check_key(spec: dict[str, Any], where: str) -> Any:

@@ -34,7 +34,8 @@ SOURCE_SHORTCUTS = ("rate", "files", "socket")
 SINK_SHORTCUTS = ("console", "files", "memory", "noop")
 _SOURCE_KEYS = {"format", "options", "path", "schema", "select", "streaming", "file_format"}
 _SOURCE_KEYS |= {"host", "port"}
-_SINK_KEYS = {"format", "options", "path", "mode", "name", "file_format", "exactly_once"}
+_SINK_KEYS = {"format", "options", "path", "mode", "name", "file_format", "select"}
+_SINK_KEYS |= {"exactly_once"}
 # ``exactly_once: true`` turns a format into its exactly-once sink.
 _EXACTLY_ONCE = {"kafka": "kafka-eos", "kafka-eos": "kafka-eos"}
 
@@ -49,7 +50,9 @@ class Endpoint:
         options: reader/writer options, as strings.
         path: the ``load``/``start`` path, if any.
         schema: a DDL schema for the reader, if any.
-        select: SQL expressions applied to the rows read (sources only).
+        select: SQL expressions applied to the rows read (a source), or to the rows
+            before they are written (a sink: Spark's Kafka sink writes ``value``, and
+            ``key``, ``topic``, ``headers`` when present).
         streaming: read as a stream (sources only; the default).
         mode: the output mode of a stream (append...) or the save mode of a batch write.
         name: a memory sink's table name (the query's name).
@@ -72,11 +75,7 @@ def source(spec: Any, where: str) -> Endpoint:
     streaming = spec.get("streaming", True)
     if not isinstance(streaming, bool):
         raise ConfigError(f"{where}.streaming must be true or false, got {streaming!r}")
-    select = spec.get("select", [])
-    if isinstance(select, str):
-        select = [select]
-    if not isinstance(select, list) or not all(isinstance(s, str) for s in select):
-        raise ConfigError(f"{where}.select must be a list of SQL expressions, got {select!r}")
+    select = _select(spec, where)
     fmt = kind
     if kind == "files":
         fmt = _string(spec, "file_format", where) or "json"
@@ -95,9 +94,18 @@ def source(spec: Any, where: str) -> Endpoint:
         options=options,
         path=_string(spec, "path", where),
         schema=_string(spec, "schema", where),
-        select=tuple(select),
+        select=select,
         streaming=streaming,
     )
+
+
+def _select(spec: dict[str, Any], where: str) -> tuple[str, ...]:
+    select = spec.get("select", [])
+    if isinstance(select, str):
+        select = [select]
+    if not isinstance(select, list) or not all(isinstance(s, str) for s in select):
+        raise ConfigError(f"{where}.select must be a list of SQL expressions, got {select!r}")
+    return tuple(select)
 
 
 def sink(spec: Any, where: str) -> Endpoint:
@@ -127,6 +135,7 @@ def sink(spec: Any, where: str) -> Endpoint:
         path=_string(spec, "path", where),
         mode=_string(spec, "mode", where),
         name=_string(spec, "name", where),
+        select=_select(spec, where),
     )
 
 
@@ -135,14 +144,14 @@ def _common(spec: Any, where: str, allowed: set[str]) -> tuple[dict[str, str], s
         raise ConfigError(f"{where} must be a mapping, got {spec!r}")
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        role = "source" if "select" in allowed else "sink"
+        role = "source" if "streaming" in allowed else "sink"
         raise ConfigError(
             f"{where}: unknown setting(s) {unknown}{did_you_mean(unknown[0], allowed)} "
             f"(known: {', '.join(sorted(allowed))}){misplaced(spec, unknown, role)}"
         )
     kind = spec.get("format")
     if not isinstance(kind, str) or not kind:
-        shortcuts = SOURCE_SHORTCUTS if "select" in allowed else SINK_SHORTCUTS
+        shortcuts = SOURCE_SHORTCUTS if "streaming" in allowed else SINK_SHORTCUTS
         raise ConfigError(
             f"{where}.format must be one of {shortcuts} or a Spark format name, got {kind!r}"
         )

@@ -68,8 +68,29 @@ def start_spark(config: _config.JobConfig, log_file: Any, own_output: bool) -> A
         log.info("Spark's own output goes to %s", log_file)
     with _outcome.stderr_to(log_file) if own_output else contextlib.nullcontext():
         return session(
-            config.name, spark__ui__showConsoleProgress="false", spark__log__level="WARN"
+            config.name,
+            spark__ui__showConsoleProgress="false",
+            spark__log__level="WARN",
+            **_kafka_connector(config),
         )
+
+
+def _kafka_connector(config: _config.JobConfig) -> dict[str, str]:
+    """``spark.jars`` naming Spark's Kafka connector when the job reads or writes Kafka
+    and scripts/kafka/fetch has fetched it (or ``$ENRICH_KAFKA_JARS`` holds it); else
+    nothing (under spark-submit, pass ``--packages
+    org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark's version>``)."""
+    from enrich.demo.kafka_broker import BrokerUnavailable, connector_jars
+
+    endpoints = (config.source, config.sink, config.dead_letter)
+    if not any(e is not None and e.format == "kafka" for e in endpoints):
+        return {}
+    try:
+        jars = connector_jars()
+    except BrokerUnavailable:
+        return {}
+    log.info("Spark's Kafka connector: %s", ", ".join(j.name for j in jars[:1]))
+    return {"spark__jars": ",".join(str(jar) for jar in jars)}
 
 
 def totals(names: list[str]) -> dict[str, Any]:

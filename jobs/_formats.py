@@ -10,6 +10,8 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from jobs import _kafka
+
 # Options read by each format's reader or writer, as Spark spells them (names compare
 # without case: Spark's options are case-insensitive). Only formats listed here get
 # their unknown options flagged.
@@ -59,6 +61,9 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("source", "socket"): ("host", "port", "includeTimestamp"),
     ("sink", "console"): ("numRows", "truncate"),
     ("sink", "noop"): (),
+    # Spark's Kafka connector; kafka.* options go to the Kafka client (jobs._kafka).
+    ("source", "kafka"): _kafka.SOURCE_OPTIONS,
+    ("sink", "kafka"): _kafka.SINK_OPTIONS,
 }
 # Formats Spark (and common packages) know, for a "did you mean" on a misspelt one; a
 # format not listed is not an error: any data source on the classpath may be named.

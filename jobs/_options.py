@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from jobs import _kafka
 from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
 from jobs._formats import FORMATS, KNOWN_OPTIONS, did_you_mean
@@ -98,8 +99,8 @@ def _check_options(spec: Endpoint, where: str, role: str) -> list[str]:
     warnings = []
     options: dict[str, str] = {}
     for name, value in spec.options.items():
-        if name.lower() in canonical:
-            options[canonical[name.lower()]] = value
+        if name.lower() in canonical or _kafka.is_passthrough(spec.format, name):
+            options[canonical.get(name.lower(), name)] = value
             continue
         warnings.append(
             f"{where}.options.{name}: not an option of format {spec.format!r}, Spark will "
@@ -110,7 +111,11 @@ def _check_options(spec: Endpoint, where: str, role: str) -> list[str]:
 
 
 def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> None:
-    """The library's own data sources read their options here as they will at start."""
+    """The library's own data sources read their options here as they will at start;
+    Spark's Kafka connector's are checked by ``jobs._kafka``."""
+    if fmt == _kafka.FORMAT:
+        _kafka.validate(options, role, where)
+        return
     try:
         if (role, fmt) == ("source", "redis-stream"):
             from enrich.spark.streams.settings import StreamSettings

@@ -59,17 +59,20 @@ def start(df: Any, config: JobConfig) -> Any:
                     f"console or a format with a batch writer)"
                 )
         writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
-    elif config.latency == "low":  # checked by the config: into redis or kafka-eos
-        from enrich.spark import low_latency
-
-        kind = "kafka-eos" if sink.format == "kafka-eos" else "redis"
-        writer = low_latency(df, sink=kind).outputMode(sink.mode or "append")
-        writer = writer.options(**sink.options)
     elif sink.format == "kafka-eos":  # the query's shape checked before it starts
         from enrich.spark.kafka_sink.query import kafka_eos_writer
 
-        writer = kafka_eos_writer(df).outputMode(sink.mode or "append").options(**sink.options)
+        if sink.select:  # the source columns and the value (to_json(...) AS value)
+            df = df.selectExpr(*sink.select)
+        writer = kafka_eos_writer(df, low_latency=config.latency == "low")
+        writer = writer.outputMode(sink.mode or "append").options(**sink.options)
+    elif config.latency == "low":  # checked by the config: redis-stream or kafka into redis
+        from enrich.spark import low_latency
+
+        writer = low_latency(df).outputMode(sink.mode or "append").options(**sink.options)
     else:
+        if sink.select:  # the rows as the sink takes them (Spark's Kafka sink: value...)
+            df = df.selectExpr(*sink.select)
         writer = df.writeStream.format(sink.format).outputMode(sink.mode or "append")
         if sink.options:
             writer = writer.options(**sink.options)
@@ -169,6 +172,8 @@ def write_batch(df: Any, spec: Endpoint, batch_id: int | None) -> None:
     if spec.kind == "memory":
         df.createOrReplaceTempView(spec.name)
         return
+    if spec.select:
+        df = df.selectExpr(*spec.select)
     writer = df.write.format(spec.format).mode(spec.mode or "append")
     if spec.options:
         writer = writer.options(**spec.options)

@@ -68,11 +68,15 @@ def _reason(exc: BaseException) -> str:
 
 
 def check(config: Any) -> list[StoreCheck]:
-    """Check every store of a loaded :class:`~jobs._config.JobConfig`."""
-    return [
+    """Check every store of a loaded :class:`~jobs._config.JobConfig`, and its Kafka
+    source or sinks' brokers (:func:`jobs._kafka.broker_checks`)."""
+    from jobs._kafka import broker_checks
+
+    stores = [
         check_store(name, store, config.check_keys.get(name, 0))
         for name, store in config.stores.items()
     ]
+    return stores + broker_checks(config)
 
 
 def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEOUT) -> StoreCheck:

@@ -362,3 +362,41 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     assert "Traceback" not in out, out[max(0, out.find("Traceback") - 1000) :][:5000]
     assert still_running(watched.seen) == {} or wait_gone(watched.seen) == {}
     assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(java_missing(), reason="the Spark part needs Java")
+def test_demo_reads_its_orders_from_kafka_when_asked(tmp_path: Path) -> None:
+    from enrich.demo.kafka_broker import BrokerUnavailable, broker_jars
+
+    try:
+        broker_jars()
+    except BrokerUnavailable as exc:
+        if os.environ.get("ENRICH_REQUIRE_KAFKA") == "1":
+            raise
+        pytest.skip(str(exc))
+    command = enrich_command(
+        "demo", "--source", "kafka", "--duration", "12", "--records", "1000",
+        "--rows-per-second", "500",
+    )  # fmt: skip
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env["TMPDIR"] = str(tmp_path)
+    with Watched(command, env) as watched:
+        code = watched.finish(timeout=360)
+    out = watched.output()
+    assert code == 0, out[-4000:]
+    assert re.search(r"orders/s from the Kafka topic 'orders' \(127\.0\.0\.1:\d+\)", out), out
+    kafka_pid = int(re.search(r"kafka: 127\.0\.0\.1:\d+ \(pid (\d+)\)", out).group(1))  # type: ignore[union-attr]
+    assert "micro-batches" in out  # the live progress lines
+    # Rows came through Kafka and both joins (on a loaded machine the first micro-batch
+    # may come only at the end: the samples read what it wrote).
+    for label in ("hit", "miss: no such user", "null key: no lookup", "error policy: bad value"):
+        assert re.search(rf"^\s+{re.escape(label)}\s+\{{'order_id'", out, re.M), out[-3000:]
+    try:  # the broker stopped with the demo (SIGTERM, waited for)
+        running = b"kafka.Kafka" in Path(f"/proc/{kafka_pid}/cmdline").read_bytes()
+    except OSError:
+        running = False
+    assert not running
+    assert list(tmp_path.glob("enrich-*")) == []

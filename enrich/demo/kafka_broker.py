@@ -224,3 +224,34 @@ class KafkaBroker:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(grace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m enrich.demo.kafka_broker [--port 9092] [--dir DIR]``: one broker on
+    loopback until Ctrl-C (the examples' ``ENRICH_KAFKA`` default is 127.0.0.1:9092)."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=(main.__doc__ or "").splitlines()[0])
+    parser.add_argument("--port", type=int, default=9092)
+    parser.add_argument("--dir", default=None, help="log directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    directory = Path(args.dir or tempfile.mkdtemp(prefix="enrich-kafka-"))
+    try:
+        broker = KafkaBroker(directory, port=args.port).start()
+    except BrokerUnavailable as exc:
+        print(f"error: {exc}")
+        return 1
+    print(f"kafka: {broker.bootstrap}   (log: {broker.log_path}); serving until Ctrl-C", flush=True)
+    try:
+        assert broker.process is not None
+        broker.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

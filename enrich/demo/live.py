@@ -1,7 +1,9 @@
 """Part 3 of ``enrich demo``: a streaming enrichment job on local Spark, watched live.
 
-A ``rate`` source makes orders; two chained lookup joins (Redis users, HTTP credit)
-enrich them into a memory table. While it runs, a table (``rich``, when installed and
+A ``rate`` source makes orders (``source="kafka"``: a producer writes them to a topic
+of a Kafka broker the demo starts, :mod:`enrich.demo.kafka_broker`, and Spark's
+``kafka`` source reads it); two chained lookup joins (Redis users, HTTP credit) enrich
+them into a memory table. While it runs, a table (``rich``, when installed and
 the output is a terminal; one plain line every two seconds otherwise) shows micro-batches,
 rows/s, lookup latency p50/p99, the cache hit ratio, retries and errors by reason. At the
 end (``duration`` seconds, or Ctrl-C) the query stops and a labelled sample of enriched
@@ -83,15 +85,23 @@ def java_missing() -> bool:
     return shutil.which("java") is None and not os.environ.get("JAVA_HOME")
 
 
-def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: int) -> None:
+def live_demo(
+    redis_url: str, http_base: str, duration: float, rows_per_second: int, source: str = "rate"
+) -> None:
     """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early).
 
     Spark's own output goes to a log in a temporary folder, removed at the end; when the
-    demo fails, the folder is kept and named.
+    demo fails, the folder is kept and named. ``source="kafka"``: the orders come from a
+    Kafka broker started in that folder, fed by a producer at ``rows_per_second``.
     """
     folder = Path(tempfile.mkdtemp(prefix="enrich-demo-"))
     try:
-        _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second)
+        if source == "kafka":
+            with _kafka_orders(folder, rows_per_second) as bootstrap:
+                _live_demo(folder / "spark.log", redis_url, http_base, duration,
+                           rows_per_second, bootstrap)  # fmt: skip
+        else:
+            _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second)
     except KeyboardInterrupt:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -101,15 +111,58 @@ def live_demo(redis_url: str, http_base: str, duration: float, rows_per_second: 
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _kafka_orders(folder: Path, rows_per_second: int) -> Iterator[str]:
+    """A broker of the demo's own, and a producer thread writing order numbers (0, 1,
+    2...) to its topic ``orders`` at ``rows_per_second`` until the demo ends."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    from .kafka_broker import KafkaBroker
+
+    print("   starting a Kafka broker (one KRaft node, on loopback) ...", flush=True)
+    broker = KafkaBroker(folder / "kafka").start()
+    print(f"   kafka: {broker.bootstrap} (pid {broker.process.pid if broker.process else '-'})")
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        started, sent = time.perf_counter(), 0
+        while not stop.is_set():
+            due = int((time.perf_counter() - started) * rows_per_second)
+            for order in range(sent, due):
+                producer.produce("orders", str(order).encode())
+            sent = max(sent, due)
+            producer.poll(0)
+            stop.wait(0.05)  # a tick: what is due goes out together
+        producer.flush(10)
+
+    thread = threading.Thread(target=produce, name="demo-producer", daemon=True)
+    thread.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        stop.set()
+        thread.join(15)
+        broker.stop()
+
+
 def _live_demo(
-    log: Path, redis_url: str, http_base: str, duration: float, rows_per_second: int
+    log: Path,
+    redis_url: str,
+    http_base: str,
+    duration: float,
+    rows_per_second: int,
+    kafka: str | None = None,
 ) -> None:
     from connectors.http import HttpLookup
     from enrich import LookupCache
     from enrich.spark import lookup_join, session
 
+    where = f"the Kafka topic 'orders' ({kafka})" if kafka else "a rate source"
     print(
-        f"3. Spark Structured Streaming: {rows_per_second:,} orders/s from a rate source,\n"
+        f"3. Spark Structured Streaming: {rows_per_second:,} orders/s from {where},\n"
         f"   enriched from Redis (users), then HTTP (credit), for {duration:g} s "
         "(Ctrl-C stops sooner)\n"
     )
@@ -124,6 +177,7 @@ def _live_demo(
             spark__ui__enabled="false",
             spark__ui__showConsoleProgress="false",  # its bar would land on our table
             spark__sql__shuffle__partitions="2",
+            **_connector(kafka),
         )
     spark.sparkContext.setLogLevel("ERROR")
     query = None
@@ -132,13 +186,23 @@ def _live_demo(
             redis_url, key_template="user:{}", value="json", schema="name string, tier string"
         )
         credit = HttpLookup(http_base + "/users/{}", schema="credit double")
-        orders = (
-            spark.readStream.format("rate")
-            .option("rowsPerSecond", rows_per_second)
-            .option("numPartitions", 2)
-            .load()
-            .selectExpr(*ORDERS_SQL)
-        )
+        if kafka:  # the producer's order numbers, as the rate source's value
+            numbers = (
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", kafka)
+                .option("subscribe", "orders")
+                .option("startingOffsets", "earliest")
+                .load()
+                .selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS value")
+            )
+        else:
+            numbers = (
+                spark.readStream.format("rate")
+                .option("rowsPerSecond", rows_per_second)
+                .option("numPartitions", 2)
+                .load()
+            )
+        orders = numbers.selectExpr(*ORDERS_SQL)
         cache = LookupCache(max_rows=10_000, ttl=60)
         enriched = lookup_join(
             orders, users, on="user_id", cache=cache, on_error="error_column", name="users"
@@ -173,6 +237,14 @@ def _live_demo(
         if query is not None and query.isActive:
             query.stop()
         spark.stop()
+
+
+def _connector(kafka: str | None) -> dict[str, str]:
+    if not kafka:
+        return {}
+    from .kafka_broker import connector_jars
+
+    return {"spark__jars": ",".join(str(jar) for jar in connector_jars())}
 
 
 def _status(query: Any, started: float) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""The low-latency profile: one switch for a query from ``redis-stream`` to the ``redis``
-sink that cuts what Spark spends between micro-batches, keeping exactly once.
+"""The low-latency profile: one switch for a query from ``redis-stream`` (or Spark's
+``kafka`` source) to the ``redis`` sink that cuts what Spark spends between
+micro-batches, keeping exactly once.
 
 What a micro-batch waits for, on the defaults, besides the work itself: Spark writes the
 batch's offsets to the checkpoint before it runs and its commit after (130-370 ms of
@@ -12,9 +13,11 @@ rows. The redis sink keyed by batch id would lose or double rows then; keyed by 
 source record (``sourceIdColumn``, :mod:`~enrich.spark.sink.by_source`) it publishes
 each source entry once whatever batch carries it. So the profile:
 
-- checks that every streaming source of the query is one ``redis-stream`` source (a
-  source whose rows carry no entry id could not be keyed), and that the DataFrame keeps
-  the source's ``stream_id`` column (and ``stream_key`` when it reads several streams);
+- checks that every streaming source of the query is one ``redis-stream`` source or one
+  ``kafka`` source (a source whose rows carry no entry id could not be keyed), and that
+  the DataFrame keeps the source's ``stream_id`` column (and ``stream_key`` when it
+  reads several streams), or, from Kafka, its ``topic``, ``partition`` and ``offset``
+  columns: a Kafka record is keyed by (topic, partition), its offset the rising id;
 - writes to the ``redis`` sink keyed by that column, under async progress tracking
   (with ``_asyncProgressTrackingOverrideSinkSupportCheck``, the internal option Spark
   asks of a sink it does not know: set here only together with the keyed sink, whose
@@ -54,6 +57,10 @@ from .sink.data_source import joined_format
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
 KEY_COLUMN = "stream_key"
+KAFKA_FORMAT = "kafka"
+# What Spark's kafka source names them: the offset rises along each (topic, partition).
+KAFKA_ID = "offset"
+KAFKA_STREAM = ("topic", "partition")
 OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
 WARM_BATCHES = 1  # micro-batches of the warm-up query (3 measured no better)
 WARM_ROWS = 1000  # rows a task of each
@@ -68,7 +75,7 @@ class ProfileRefused(ValueError):
 def low_latency(
     df: Any,
     *,
-    source_id: str = ID_COLUMN,
+    source_id: str | None = None,
     source_stream: str | None = None,
     warm: bool = True,
     join_in_sink: bool = True,
@@ -84,11 +91,15 @@ def low_latency(
                  .start())
 
     Args:
-        df: a streaming DataFrame read from one ``redis-stream`` source.
-        source_id: the column holding each row's source entry id (the source's
-            ``stream_id``, kept through the joins).
+        df: a streaming DataFrame read from one ``redis-stream`` source, or from one
+            ``kafka`` source (Spark's connector).
+        source_id: the column holding each row's source entry id (default: the
+            source's ``stream_id``, or a kafka source's ``offset``, kept through the
+            joins).
         source_stream: the column holding the source stream's key; needed when the
             source reads several streams (default: ``stream_key`` then, if present).
+            From kafka: ``"topic,partition"`` (the default), the columns naming the
+            partition a record's offset counts in.
         warm: start the query's Python workers now (:func:`warm_up`), so that its first
             micro-batch does not wait for them.
         join_in_sink: when ``df`` is what ``lookup_join`` or ``async_map`` returned (or
@@ -121,17 +132,42 @@ def low_latency(
             "a batch write has no micro-batches to cut"
         )
     sources = streaming_sources(df)
-    foreign = [name for name, _ in sources if name != SOURCE_FORMAT]
-    if foreign or len(sources) != 1:
+    known = (SOURCE_FORMAT, KAFKA_FORMAT)
+    if len(sources) != 1 or sources[0][0] not in known:
         found = ", ".join(name for name, _ in sources) or "none found"
         raise ProfileRefused(
-            f"the low-latency profile needs one redis-stream source (found: {found}): "
-            "under async progress tracking a failure re-cuts the batches, and only a "
-            "source whose rows carry their entry id lets the redis sink publish each "
+            f"the low-latency profile needs one redis-stream source or one kafka source "
+            f"(found: {found}): under async progress tracking a failure re-cuts the "
+            "batches, and only a source whose rows carry their entry id (a stream entry "
+            "id; a Kafka topic, partition and offset) lets the redis sink publish each "
             "record once whatever batch carries it"
         )
-    streams = [s for s in (sources[0][1] or "").split(",") if s.strip()]
     columns = list(df.columns)
+    if sources[0][0] == KAFKA_FORMAT:
+        source_id, source_stream = _kafka_columns(columns, source_id, source_stream)
+    else:
+        source_id, source_stream = _stream_columns(
+            columns, sources[0][1], source_id or ID_COLUMN, source_stream
+        )
+    if warm:
+        warm_up(df.sparkSession)
+    join = joined.of(df) if join_in_sink else None
+    if join is None:
+        writer = df.writeStream.format("redis")
+    else:
+        writer = join.input.writeStream.format(joined_format(df.sparkSession, join))
+    writer = writer.option(ID_OPTION, source_id)
+    if source_stream is not None:
+        writer = writer.option(STREAM_OPTION, source_stream)
+    writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
+    return writer.trigger(processingTime=TRIGGER)
+
+
+def _stream_columns(
+    columns: list[str], streams_option: str | None, source_id: str, source_stream: str | None
+) -> tuple[str, str | None]:
+    """A redis-stream source's id and stream columns, checked in ``columns``."""
+    streams = [s for s in (streams_option or "").split(",") if s.strip()]
     if source_id not in columns:
         raise ProfileRefused(
             f"the low-latency profile needs each row's source entry id: the DataFrame has "
@@ -152,18 +188,28 @@ def low_latency(
             f"source_stream names column {source_stream!r}, which the DataFrame does not "
             f"have (columns: {', '.join(columns)})"
         )
-    if warm:
-        warm_up(df.sparkSession)
-    join = joined.of(df) if join_in_sink else None
-    if join is None:
-        writer = df.writeStream.format("redis")
-    else:
-        writer = join.input.writeStream.format(joined_format(df.sparkSession, join))
-    writer = writer.option(ID_OPTION, source_id)
-    if source_stream is not None:
-        writer = writer.option(STREAM_OPTION, source_stream)
-    writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
-    return writer.trigger(processingTime=TRIGGER)
+    return source_id, source_stream
+
+
+def _kafka_columns(
+    columns: list[str], source_id: str | None, source_stream: str | None
+) -> tuple[str, str]:
+    """A kafka source's offset and (topic, partition) columns, checked in ``columns``:
+    a record is published once by its partition's offset, so all three must be kept
+    (a topic's partitions count their offsets apart; one subscription may read several
+    topics)."""
+    offset = source_id or KAFKA_ID
+    stream = [c.strip() for c in (source_stream or ",".join(KAFKA_STREAM)).split(",")]
+    missing = [c for c in (offset, *stream) if c not in columns]
+    if missing:
+        raise ProfileRefused(
+            f"the low-latency profile keys each Kafka record by its topic, partition and "
+            f"offset: the DataFrame has no column {', '.join(map(repr, missing))} "
+            f"(columns: {', '.join(columns)}). Keep the kafka source's topic, partition "
+            "and offset columns through the query (select them with the value you "
+            "parse), or pass source_id= / source_stream= the columns that hold them"
+        )
+    return offset, ",".join(stream)
 
 
 def streaming_sources(df: Any) -> list[tuple[str, str | None]]:

@@ -84,3 +84,13 @@ def test_low_latency_profile_survives_kills_with_batches_re_cut(tmp_path: Path, 
     maxEntriesPerTrigger and Spark re-plans the batches after the last offsets it wrote,
     so batch ids come back with other rows; each order must still land once."""
     check(Harness(tmp_path, "low-latency", seed, kills=2, orders=300))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", [61, 62])
+def test_kafka_low_latency_survives_kills_with_batches_re_cut(tmp_path: Path, seed: int) -> None:
+    """From Kafka (a topic of 3 partitions, the project's broker) under the profile: the
+    sink keys each record by (topic, partition) and offset; each restart draws another
+    maxOffsetsPerTrigger and Spark re-plans the batches after the last offsets it wrote;
+    each order must still land once."""
+    check(Harness(tmp_path, "kafka-low-latency", seed, kills=2, orders=300))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.spark.conftest import spark
+from tests.support.kafka_fixtures import kafka_broker, kafka_topic
 from tests.support.redis_fixtures import redis_client, redis_server
 
-__all__ = ("redis_client", "redis_server", "spark")
+__all__ = ("kafka_broker", "kafka_topic", "redis_client", "redis_server", "spark")

@@ -43,7 +43,7 @@ def test_the_profile_is_refused_where_it_would_break_exactly_once(
 ) -> None:
     url = redis_server.url
     rate = spark_sources.readStream.format("rate").load()
-    with pytest.raises(ProfileRefused, match=r"one redis-stream source .found: rate"):
+    with pytest.raises(ProfileRefused, match=r"or one kafka source .found: rate"):
         low_latency(rate, warm=False)
     both = orders(spark_sources, url).unionByName(orders(spark_sources, url, "returns"))
     with pytest.raises(ProfileRefused, match="redis-stream, redis-stream"):

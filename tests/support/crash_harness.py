@@ -60,7 +60,9 @@ POINTS = ("before_write", "mid_write", "before_commit", "between_steps", "after_
 LOW_LATENCY_POINTS = ("before_write", "before_commit", "between_steps", "after_commit",
                       "progress", "progress")  # fmt: skip
 BATCH_LIMITS = (13, 29, 40, 57)  # maxEntriesPerTrigger drawn per run of "low-latency"
-STREAM_SINKS = ("transactional", "low-latency")
+STREAM_SINKS = ("transactional", "low-latency", "kafka-low-latency")
+LOW_LATENCY = ("low-latency", "kafka-low-latency")  # keyed by source, batches re-cut
+PARTITIONS = 3  # of the kafka-low-latency scenario's topic
 PERSISTENT = ["appendonly yes", "appendfsync always"]
 # Where the sink's Redis is restarted, per kind of restart (batch 0: a Redis without
 # persistence loses what earlier batches published too, which no sink can keep).
@@ -188,6 +190,23 @@ def replayed_entries(checkpoint: Path, source: redis.Redis, sink: redis.Redis) -
     return len(source.xrange("orders", after, mark.decode()))
 
 
+def replayed_records(checkpoint: Path, sink: redis.Redis) -> int:
+    """As :func:`replayed_entries`, from Kafka: per partition, the offsets the sink
+    published past the end Spark last logged (offsets run without gaps)."""
+    marks: dict[str, int] = {}
+    for key in sink.keys("enrich:sink:*:sources"):
+        for stream, offset in sink.hgetall(key).items():
+            marks[stream.decode().rsplit("/", 1)[1]] = int(offset)
+    logged: dict[str, int] = {}
+    offsets = checkpoint / "offsets"
+    numbers = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    if numbers:
+        last = (offsets / str(max(numbers))).read_text().splitlines()[-1]
+        logged = {p: int(o) for p, o in json.loads(last)["orders"].items()}
+    # a logged end offset is the next record to read: those from it up to the mark again
+    return sum(max(0, mark + 1 - logged.get(p, 0)) for p, mark in marks.items())
+
+
 def last_batch(checkpoint: Path) -> int:
     commits = checkpoint / "commits"
     done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()] if commits.exists() else []
@@ -229,6 +248,18 @@ class Harness:
         self.hooks.mkdir(parents=True, exist_ok=True)
 
     def run(self) -> Report:
+        self.broker = None
+        if self.sink == "kafka-low-latency":
+            from enrich.demo.kafka_broker import KafkaBroker
+
+            self.broker = KafkaBroker(self.workdir / "kafka").start()
+        try:
+            return self._run_servers()
+        finally:
+            if self.broker is not None:
+                self.broker.stop()
+
+    def _run_servers(self) -> Report:
         store = RedisServer(self.workdir / "store").start()
         # The dimension store persists, so a restart keeps its values (as a real one would).
         dimension = RedisServer(self.workdir / "dimension", extra_config=PERSISTENT).start()
@@ -249,8 +280,11 @@ class Harness:
         dim = dimension.client()
         for user in range(USERS):
             dim.set(f"user:{user}", json.dumps({"name": f"n{user}", "tier": "gold"}))
-        for i in range(self.orders):
-            client.xadd("orders", {"order_id": i, "user_id": i % USERS, "amount": f"{i}.25"})
+        if self.broker is not None:
+            self._produce(self.broker.bootstrap)
+        else:
+            for i in range(self.orders):
+                client.xadd("orders", {"order_id": i, "user_id": i % USERS, "amount": f"{i}.25"})
         self.report = report = Report()
         reader = None
         if self.sink != "file":
@@ -264,7 +298,7 @@ class Harness:
             self.log(f"run ended: {code}")
         # Spark's file sink has no hook: it is killed at random moments only.
         points = POINTS if self.sink != "file" else ("random",)
-        if self.sink == "low-latency":
+        if self.sink in LOW_LATENCY:
             points = LOW_LATENCY_POINTS
         plan = [self.rng.choice(points) for _ in range(self.kills)]
         for point in plan:
@@ -284,10 +318,24 @@ class Harness:
         self._check(sink, report)
         return report
 
+    def _produce(self, bootstrap: str) -> None:
+        """The orders into topic ``orders`` of PARTITIONS partitions, spread by order id."""
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("orders", PARTITIONS, 1)])["orders"].result(60)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(self.orders):
+            value = json.dumps({"order_id": i, "user_id": i % USERS, "amount": i + 0.25})
+            producer.produce("orders", value.encode(), partition=i % PARTITIONS)
+        if producer.flush(60):
+            raise AssertionError("the orders did not all reach the broker")
+
     def _run_once(
         self, store: RedisServer, dimension: RedisServer, client: redis.Redis, point: str
     ) -> int:
-        if self.sink == "low-latency":  # the commit log lags: count from the sink's marker
+        if self.sink in LOW_LATENCY:  # the commit log lags: count from the sink's marker
             batch = last_marked(client) + 1 + self.rng.randint(0, 2)
         else:
             batch = last_batch(self.checkpoint) + 1 + self.rng.randint(0, 1)
@@ -299,7 +347,12 @@ class Harness:
         where = f"{self.rows_at} rows in the sink" if point == "progress" else f"batch {batch}"
         self.log(f"run: kill at {point} ({where})")
         code = self._start_and_wait(store, dimension, hook, delay, client=client, point=point)
-        if code != 0 and self.sink == "low-latency":
+        if code != 0 and self.sink == "kafka-low-latency":
+            replayed = replayed_records(self.checkpoint, client)
+            self.report.replayed += replayed
+            self.report.replanned += replayed > 0
+            self.log(f"run: killed; the restart reads again {replayed} published records")
+        elif code != 0 and self.sink in LOW_LATENCY:
             replayed = replayed_entries(self.checkpoint, store.client(), client)
             self.report.replayed += replayed
             self.report.replanned += replayed > 0
@@ -333,8 +386,14 @@ class Harness:
         submit = Path(python).parent / "spark-submit"
         command = [str(submit), "--master", "local[2]", "--driver-memory", "1g", str(JOB)]
         command += [store.url, dimension.url, self.sink, str(self.checkpoint), str(self.output)]
-        limit = self.rng.choice(BATCH_LIMITS) if self.sink == "low-latency" else 40
+        limit = self.rng.choice(BATCH_LIMITS) if self.sink in LOW_LATENCY else 40
         command += [self.sink_server.url, str(limit)]
+        if self.broker is not None:  # Spark's Kafka connector; the source is the broker
+            from enrich.demo.kafka_broker import connector_jars
+
+            jars = ",".join(str(jar) for jar in connector_jars())
+            command[1:1] = ["--jars", jars]
+            command[command.index(str(JOB)) + 1] = self.broker.bootstrap
         with open(self.workdir / "job.log", "ab") as log:
             job = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True, cwd=self.workdir)  # fmt: skip
@@ -414,7 +473,7 @@ class Harness:
             return
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
-        stepping = watched or (client is not None and self.sink == "low-latency")
+        stepping = watched or (client is not None and self.sink in LOW_LATENCY)
         if point == "between_steps" and stepping and not _publishing(client, batch):
             self.report.violations.append(f"killed between steps of batch {batch}, no plan left")
 
@@ -471,7 +530,9 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=4, help="kills per scenario")
     parser.add_argument("--orders", type=int, default=400)
     parser.add_argument(
-        "--sink", action="append", choices=["transactional", "idempotent", "file", "low-latency"]
+        "--sink",
+        action="append",
+        choices=["transactional", "idempotent", "file", "low-latency", "kafka-low-latency"],
     )
     parser.add_argument("--seed", type=int, default=int(time.time()))
     parser.add_argument(

@@ -94,8 +94,11 @@ local function text(v)
   return v
 end
 -- the source stream fields: none, one, or several (a kafka topic and partition)
-local sfs = {}
-for name in string.gmatch(sf, '[^,]+') do sfs[#sfs + 1] = name end
+local sfs, at = {}, {}
+for name in string.gmatch(sf, '[^,]+') do
+  sfs[#sfs + 1] = name
+  at[name] = #sfs
+end
 -- (ams, aseq) after (bms, bseq) as entry ids, compared as decimal text; nothing: true
 local function after(ams, aseq, bms, bseq)
   if bms == nil then return true end
@@ -116,8 +119,6 @@ local function source_of(op)
       for i, name in ipairs(sfs) do values[i] = text(doc[name]) end
     end
   else
-    local at = {}
-    for i, name in ipairs(sfs) do at[name] = i end
     for i = 3, #op - 1, 2 do
       local name = op[i]
       if name == idf then id = op[i + 1] end
