@@ -30,6 +30,7 @@ from tests.support.spark_version import requires_spark
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.slow,
     pytest.mark.timeout(300),
     requires_spark(4, 2, "Spark's Kafka connector jars (4.2.0) and the Arrow stream writer"),
 ]
