@@ -30,6 +30,7 @@ SUITES = (
     "postgres",
     "mysql",
     "kafka",
+    "kafka_sink",
 )
 
 

@@ -28,6 +28,7 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
                                   # SQL table functions: SELECT * FROM users_join(TABLE(input))
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
     sink: {format: console}       # console | files | memory | noop | redis | any format
+                                  # {format: kafka, exactly_once: true}: the kafka-eos sink
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
     latency: low                  # redis-stream or kafka -> redis only: async progress
@@ -293,6 +294,14 @@ def _check_latency(config: JobConfig) -> None:
         return
     source, sink = config.source, config.sink
     why = None
+    if sink is not None and sink.format == "kafka-eos":
+        if source is None or source.format not in KEYED_SOURCES or not source.streaming:
+            why = "the kafka-eos sink needs a streaming kafka or redis-stream source"
+        elif config.trigger in ("availableNow", "once"):
+            why = f"async progress tracking takes interval triggers only, not {config.trigger}"
+        if why is not None:
+            raise ConfigError(f"latency: low: {why}")
+        return
     if source is None or source.format not in KEYED_SOURCES or not source.streaming:
         why = (
             "the source must be a streaming redis-stream or kafka source (its rows carry "

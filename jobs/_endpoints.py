@@ -35,6 +35,9 @@ SINK_SHORTCUTS = ("console", "files", "memory", "noop")
 _SOURCE_KEYS = {"format", "options", "path", "schema", "select", "streaming", "file_format"}
 _SOURCE_KEYS |= {"host", "port"}
 _SINK_KEYS = {"format", "options", "path", "mode", "name", "file_format", "select"}
+_SINK_KEYS |= {"exactly_once"}
+# ``exactly_once: true`` turns a format into its exactly-once sink.
+_EXACTLY_ONCE = {"kafka": "kafka-eos", "kafka-eos": "kafka-eos"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,17 @@ def sink(spec: Any, where: str) -> Endpoint:
         _require(spec, where, "path", "the folder to write to")
     elif kind == "memory":
         _require(spec, where, "name", "the table name to query the rows by")
+    once = spec.get("exactly_once", False)
+    if not isinstance(once, bool):
+        raise ConfigError(f"{where}.exactly_once must be true or false, got {once!r}")
+    if once:
+        if kind not in _EXACTLY_ONCE:
+            raise ConfigError(
+                f"{where}: exactly_once is for format kafka (the kafka-eos sink: each "
+                f"source record's rows written once, in Kafka transactions), not {kind!r}; "
+                "the redis sink is exactly once in its own mode transactional"
+            )
+        fmt = _EXACTLY_ONCE[kind]
     return Endpoint(
         format=fmt,
         kind=kind,

@@ -42,6 +42,21 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "sourceStreamColumn",
         "asyncProgressTrackingEnabled",  # Spark's query option, read by the sink too
     ),
+    ("sink", "kafka-eos"): (
+        "kafka.bootstrap.servers",
+        "topic",
+        "checkpointLocation",
+        "sinkName",
+        "valueColumn",
+        "keyColumn",
+        "sourceIdColumn",
+        "sourceStreamColumn",
+        "marksTopic",
+        "marksPartitions",
+        "transactionalIdPrefix",
+        "maxTransactionRetries",
+        "asyncProgressTrackingEnabled",
+    ),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),
     ("sink", "console"): ("numRows", "truncate"),
@@ -72,6 +87,7 @@ FORMATS = (
     "jdbc",
     "redis",
     "redis-stream",
+    "kafka-eos",
 )
 
 

@@ -58,7 +58,7 @@ SINK_OPTIONS = (BOOTSTRAP, "topic", "includeHeaders", "checkpointLocation")
 
 def is_passthrough(fmt: str, option: str) -> bool:
     """Whether ``option`` goes to the Kafka client as it is (``kafka.*``)."""
-    return fmt == FORMAT and option.lower().startswith(PASSTHROUGH)
+    return fmt in (FORMAT, "kafka-eos") and option.lower().startswith(PASSTHROUGH)
 
 
 def validate(options: Mapping[str, str], role: str, where: str) -> None:

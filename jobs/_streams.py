@@ -59,7 +59,14 @@ def start(df: Any, config: JobConfig) -> Any:
                     f"console or a format with a batch writer)"
                 )
         writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
-    elif config.latency == "low":  # checked by the config: redis-stream into redis
+    elif sink.format == "kafka-eos":  # the query's shape checked before it starts
+        from enrich.spark.kafka_sink.query import kafka_eos_writer
+
+        if sink.select:  # the source columns and the value (to_json(...) AS value)
+            df = df.selectExpr(*sink.select)
+        writer = kafka_eos_writer(df, low_latency=config.latency == "low")
+        writer = writer.outputMode(sink.mode or "append").options(**sink.options)
+    elif config.latency == "low":  # checked by the config: redis-stream or kafka into redis
         from enrich.spark import low_latency
 
         writer = low_latency(df).outputMode(sink.mode or "append").options(**sink.options)

@@ -284,3 +284,36 @@ def test_the_low_latency_switch_is_checked_where_the_config_is_read(
         return
     with pytest.raises(_config.ConfigError, match=message):
         _config.load(write(tmp_path, config))
+
+
+KAFKA_SINK = {"format": "kafka", "exactly_once": True,
+              "options": {"kafka.bootstrap.servers": "k:9092", "topic": "out"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: None, None),
+        (lambda c: c["sink"].update(format="kafka-eos", exactly_once=False), None),
+        (lambda c: c["sink"].update(format="parquet"),
+         "sink: exactly_once is for format kafka"),
+        (lambda c: c["sink"].update(exactly_once="yes"),
+         "sink.exactly_once must be true or false"),
+        (lambda c: c.update(latency="low", trigger="availableNow"),
+         "latency: low: async progress tracking takes interval triggers only"),
+        (lambda c: c["source"].update(format="rate", options={}, schema=None),
+         "latency: low: the kafka-eos sink needs a streaming kafka or redis-stream source"),
+    ],
+)  # fmt: skip
+def test_an_exactly_once_kafka_sink_is_the_kafka_eos_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, message: str | None
+) -> None:
+    monkeypatch.setenv("TEST_REDIS_PASSWORD", "pw")
+    config = json.loads(json.dumps({**LOW_LATENCY, "sink": KAFKA_SINK}))
+    change(config)
+    if message is None:
+        loaded = _config.load(write(tmp_path, config))
+        assert loaded.sink is not None and loaded.sink.format == "kafka-eos"
+        return
+    with pytest.raises(_config.ConfigError, match=message):
+        _config.load(write(tmp_path, config))

@@ -79,6 +79,7 @@ def low_latency(
     source_stream: str | None = None,
     warm: bool = True,
     join_in_sink: bool = True,
+    sink: str = "redis",
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
     docstring): add the sink's options (``url``, ``stream`` or ``key``,
@@ -105,11 +106,26 @@ def low_latency(
             a chain of them), let the sink run them in its own Python worker
             (:mod:`~enrich.spark.stages.pipeline`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
+        sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
+            record too (:func:`enrich.spark.kafka_sink.kafka_eos_writer`, whose checks
+            replace the ones above; Kafka or redis-stream sources; the joins stay in
+            their stage).
 
     Raises:
         ProfileRefused: the query is not streaming, reads another source (or several),
             or its rows do not carry their source entry (the message says which).
     """
+    if sink == "kafka-eos":
+        from .kafka_sink.query import kafka_eos_writer
+
+        writer = kafka_eos_writer(df, low_latency=True)  # refuses what it cannot keep
+        if warm:
+            warm_up(df.sparkSession)
+        return writer
+    if sink != "redis":
+        raise ProfileRefused(
+            f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
+        )
     if not df.isStreaming:
         raise ProfileRefused(
             "the low-latency profile is for streaming queries (spark.readStream); "
