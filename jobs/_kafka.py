@@ -115,13 +115,12 @@ def reach(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
         return exc.strerror or type(exc).__name__
 
 
-def broker_checks(config: Any, timeout: float = CONNECT_TIMEOUT) -> list[Any]:
-    """One :class:`~jobs.check.StoreCheck` per Kafka source or sink of ``config``: ok
-    when a bootstrap server accepts a connection, else the servers and why, in one
-    line. No option but the servers' addresses is printed."""
-    from jobs.check import StoreCheck
-
-    found = []
+def broker_checks(config: Any, timeout: float = CONNECT_TIMEOUT) -> list[tuple[str, bool, str]]:
+    """One ``(endpoint, ok, detail)`` per Kafka source or sink of ``config`` (``enrich
+    check`` prints each as a line): ok when a bootstrap server accepts a connection,
+    else the servers and why, in one line. No option but the servers' addresses is
+    printed."""
+    found: list[tuple[str, bool, str]] = []
     for where in ("source", "sink", "dead_letter"):
         spec = getattr(config, where, None)
         if spec is None or spec.format != FORMAT:
@@ -134,11 +133,11 @@ def broker_checks(config: Any, timeout: float = CONNECT_TIMEOUT) -> list[Any]:
             if reason is None:
                 elapsed = (time.perf_counter() - started) * 1e3
                 detail = f"broker {host}:{port} accepts connections ({elapsed:.0f} ms)"
-                found.append(StoreCheck(where, True, detail, "kafka"))
+                found.append((where, True, detail))
                 break
             failures.append(f"{host}:{port} ({reason})")
         else:
             listed = ", ".join(failures) or "none listed"
             detail = f"no Kafka broker answers at {listed}"
-            found.append(StoreCheck(where, False, detail, "kafka"))
+            found.append((where, False, detail))
     return found

@@ -60,7 +60,7 @@ def start(df: Any, config: JobConfig) -> Any:
                 )
         writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
     elif sink.format == "kafka-eos":  # the query's shape checked before it starts
-        from enrich.spark.kafka_sink.query import kafka_eos_writer
+        from enrich.spark.sink.kafka_eos.query import kafka_eos_writer
 
         if sink.select:  # the source columns and the value (to_json(...) AS value)
             df = df.selectExpr(*sink.select)

@@ -76,7 +76,10 @@ def check(config: Any) -> list[StoreCheck]:
         check_store(name, store, config.check_keys.get(name, 0))
         for name, store in config.stores.items()
     ]
-    return stores + broker_checks(config)
+    brokers = [
+        StoreCheck(where, ok, detail, "kafka") for where, ok, detail in broker_checks(config)
+    ]
+    return stores + brokers
 
 
 def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEOUT) -> StoreCheck:

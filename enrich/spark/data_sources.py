@@ -19,7 +19,7 @@ def _version(text: str) -> tuple[int, int]:
 def register_data_sources(spark: Any) -> None:
     """Register the formats ``"redis-stream"`` (a replayable source), ``"redis"``
     (an idempotent or transactional sink) and ``"kafka-eos"`` (a sink writing to Kafka
-    exactly once, keyed by the source record: :mod:`enrich.spark.kafka_sink`; it needs
+    exactly once, keyed by the source record: :mod:`enrich.spark.sink.kafka_eos`; it needs
     confluent-kafka when a query uses it) with ``spark``. What the source's tasks count
     (malformed, dropped, lost entries) adds up in this process:
     :func:`enrich.spark.stream_statistics`.
@@ -33,8 +33,8 @@ def register_data_sources(spark: Any) -> None:
             f"the Redis data sources need Spark 4.1 or newer (Python Data Source API, "
             f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
-    from .kafka_sink.data_source import counted_sink
     from .sink.data_source import RedisSinkDataSource
+    from .sink.kafka_eos.eos_sink import counted_sink
     from .streams.stream_source import counted_source
 
     spark.dataSource.register(counted_source(spark))

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from connectors.redis import RedisLookup
 from enrich.demo.kafka_broker import connector_jars
 from enrich.spark import lookup_join, low_latency, register_data_sources, session
-from enrich.spark.kafka_sink import kafka_eos_writer
+from enrich.spark.sink.kafka_eos import kafka_eos_writer
 
 
 def main(bootstrap: str, source: str, target: str, url: str, checkpoint: str, limit: str,

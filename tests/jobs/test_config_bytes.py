@@ -210,7 +210,11 @@ def test_the_fuzz_through_the_command_line(
         path.write_bytes(data)
         code = cli.main(["check", str(path)])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {path}"), err
+        if code == 2:  # refused: one line naming the file
+            assert len(err) == 1 and err[0].startswith(f"error: {path}"), err
+        else:  # half a file can still be a valid config (a short example in ASCII): its
+            # services are then checked, each in one line, whatever they answer
+            assert code in (0, 1) and all(line.startswith(("ok", "FAILED")) for line in err), err
 
 
 def _loaded(example: Path) -> Any:

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession, functions as F
 
 from enrich.demo.kafka_broker import KafkaBroker
 from enrich.spark import register_data_sources
-from enrich.spark.kafka_sink import (
+from enrich.spark.sink.kafka_eos import (
     MissingOption,
     SourceNotKeyed,
     SourcePartitionSplit,

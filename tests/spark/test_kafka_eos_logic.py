@@ -6,10 +6,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from enrich.spark.kafka_sink import MissingOption, SourceNotKeyed
-from enrich.spark.kafka_sink.errors import KafkaSinkRefused
-from enrich.spark.kafka_sink.settings import KafkaSinkSettings, client_config
-from enrich.spark.kafka_sink.source import (
+from enrich.spark.sink.kafka_eos import MissingOption, SourceNotKeyed
+from enrich.spark.sink.kafka_eos.eos_errors import KafkaSinkRefused
+from enrich.spark.sink.kafka_eos.settings import KafkaSinkSettings, client_config
+from enrich.spark.sink.kafka_eos.source import (
     IdKind,
     SourceColumns,
     decode_mark,
@@ -153,7 +153,7 @@ def test_transactional_ids_are_stable_per_sink_and_source_partition() -> None:
 
 
 def test_the_low_latency_profile_names_the_sinks_it_takes() -> None:
-    from enrich.spark.latency import ProfileRefused, low_latency
+    from enrich.spark import ProfileRefused, low_latency
 
     with pytest.raises(ProfileRefused, match='"redis" or "kafka-eos", not \'kafka\''):
         low_latency(object(), sink="kafka")

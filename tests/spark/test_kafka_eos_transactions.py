@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 from enrich.demo.kafka_broker import KafkaBroker
-from enrich.spark.kafka_sink import marks, transaction
-from enrich.spark.kafka_sink.settings import KafkaSinkSettings
-from enrich.spark.kafka_sink.source import IdKind, SourceColumns, transactional_id
+from enrich.spark.sink.kafka_eos import marks, transaction
+from enrich.spark.sink.kafka_eos.settings import KafkaSinkSettings
+from enrich.spark.sink.kafka_eos.source import IdKind, SourceColumns, transactional_id
 from tests.support.kafka_fixtures import create_topic
 from tests.support.kafka_reading import read_all
 

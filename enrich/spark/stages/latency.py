@@ -107,7 +107,7 @@ def low_latency(
             (:mod:`~enrich.spark.stages.pipeline`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
         sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
-            record too (:func:`enrich.spark.kafka_sink.kafka_eos_writer`, whose checks
+            record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
             their stage).
 
@@ -116,7 +116,7 @@ def low_latency(
             or its rows do not carry their source entry (the message says which).
     """
     if sink == "kafka-eos":
-        from .kafka_sink.query import kafka_eos_writer
+        from ..sink.kafka_eos.query import kafka_eos_writer
 
         writer = kafka_eos_writer(df, low_latency=True)  # refuses what it cannot keep
         if warm:

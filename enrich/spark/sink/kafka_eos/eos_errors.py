@@ -51,7 +51,7 @@ class SourcePartitionSplit(KafkaSinkRefused):
     transaction per task: two tasks holding parts of one partition would share its
     transactional id (fencing each other) and its mark (a retried lower part would be
     skipped as written). Refused when the query is built with
-    :func:`~enrich.spark.kafka_sink.kafka_eos_writer`; with a bare
+    :func:`~enrich.spark.sink.kafka_eos.kafka_eos_writer`; with a bare
     ``writeStream.format("kafka-eos")`` the plan is not visible to the sink, and the
     batch's commit raises this error when two tasks reported the same source partition
     (their transactions are committed by then: records may be lost, and the query

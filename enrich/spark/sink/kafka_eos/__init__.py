@@ -15,7 +15,7 @@ executors. See docs/data-sources.md, "exactly once into Kafka".
 
 from __future__ import annotations
 
-from .errors import (
+from .eos_errors import (
     KafkaSinkRefused,
     MissingOption,
     ProducerFenced,

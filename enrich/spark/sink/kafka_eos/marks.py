@@ -2,7 +2,7 @@
 transaction as the rows it covers, read back by a ``read_committed`` consumer.
 
 A source partition's marks all go to one partition of the marks topic
-(:func:`~enrich.spark.kafka_sink.source.mark_partition`), written only by the producer
+(:func:`~enrich.spark.sink.kafka_eos.source.mark_partition`), written only by the producer
 holding that source partition's transactional id. The mark is the last committed record
 with its key: read backwards from the partition's last stable offset in windows of
 ``WINDOW`` records, so the read costs one window while the sink runs (each batch writes
@@ -20,7 +20,7 @@ from typing import Any
 from .settings import KafkaSinkSettings
 from .source import Mark, decode_mark, mark_key, mark_partition
 
-log = logging.getLogger("enrich.spark.kafka_sink")
+log = logging.getLogger("enrich.spark.sink.kafka_eos")
 
 WINDOW = 2_000  # records of the marks partition read per step back
 READ_TIMEOUT = 60.0  # seconds to read one window (a loaded broker answers within it)

@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import marks
-from .errors import ProducerFenced, TransactionFailed
+from .eos_errors import ProducerFenced, TransactionFailed
 from .settings import KafkaSinkSettings
 from .source import (
     Mark,
@@ -47,7 +47,7 @@ from .source import (
 )
 from .stats import KafkaSinkCounts
 
-log = logging.getLogger("enrich.spark.kafka_sink")
+log = logging.getLogger("enrich.spark.sink.kafka_eos")
 
 KEPT_PRODUCERS = 64
 INIT_TIMEOUT = 120.0  # seconds for init_transactions (it waits for a pending commit)

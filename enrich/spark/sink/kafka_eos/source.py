@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import SourceNotKeyed
+from .eos_errors import SourceNotKeyed
 from .settings import KafkaSinkSettings
 
 KAFKA_COLUMNS = ("topic", "partition")

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import KafkaSinkRefused, MissingOption
+from .eos_errors import KafkaSinkRefused, MissingOption
 
 PREFIX = "kafka."
 DEFAULT_MARKS_TOPIC = "enrich-eos-marks"
@@ -114,7 +114,7 @@ class KafkaSinkSettings:
         value_column, key_column: the columns written (``key_column`` may be absent
             from the rows unless ``key_required``).
         source_id, source_stream: the source columns named by option, or None (found
-            from the schema, :mod:`~enrich.spark.kafka_sink.source`).
+            from the schema, :mod:`~enrich.spark.sink.kafka_eos.source`).
         marks_topic, marks_partitions: where the source marks go.
         id_prefix: the start of the transactional ids.
         retries: transaction retries after a fence or an abortable error.

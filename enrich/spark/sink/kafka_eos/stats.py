@@ -2,7 +2,7 @@
 
 :func:`~enrich.spark.register_data_sources` registers the sink with a Spark accumulator
 of the user's driver process (as the redis-stream source's counts,
-:mod:`enrich.spark.streams.metrics`); each task adds what its transactions did, per
+:mod:`enrich.spark.streams.stream_counts`); each task adds what its transactions did, per
 target topic. Spark merges the updates of successful task attempts only, so a failed
 attempt's aborted transactions are seen in its logs, not here. Over Spark Connect (no
 accumulators) the counts are in the executors' logs only.

@@ -3,14 +3,14 @@ Kafka topic exactly once, for ``read_committed`` consumers.
 
 Each task gathers its rows per source partition, then writes each partition's rows
 above the partition's mark in one Kafka transaction that also moves the mark
-(:mod:`~enrich.spark.kafka_sink.transaction`). Nothing is left for the driver to
+(:mod:`~enrich.spark.sink.kafka_eos.transaction`). Nothing is left for the driver to
 publish: its ``commit`` adds up the tasks' counts and checks that no source partition
 was split over several tasks; its ``abort`` has nothing to undo (a task's committed
 transactions stay, and the batch's replay skips their rows by their marks).
 
 So the sink does not depend on batch ids: a batch replayed with the same rows, or re-cut
 (async progress tracking, a changed ``maxOffsetsPerTrigger`` after a restart) writes
-each record once. See :mod:`~enrich.spark.kafka_sink.settings` for the options.
+each record once. See :mod:`~enrich.spark.sink.kafka_eos.settings` for the options.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from ..sink import hooks
+from .. import hooks
 from . import marks, stats
-from .errors import KafkaSinkRefused, SourcePartitionSplit, StatefulQuery
+from .eos_errors import KafkaSinkRefused, SourcePartitionSplit, StatefulQuery
 from .settings import KafkaSinkSettings, masked
 from .source import SourceColumns, resolve, split
 from .stats import KafkaSinkCounts
 from .transaction import write_source
 
-log = logging.getLogger("enrich.spark.kafka_sink")
+log = logging.getLogger("enrich.spark.sink.kafka_eos")
 
 NAME = "kafka-eos"
 
@@ -204,7 +204,7 @@ class KafkaEosDataSource(DataSource):
 
 def counted_sink(spark: Any) -> type[KafkaEosDataSource]:
     """The sink class to register with ``spark``: its tasks add their counts to an
-    accumulator of this driver process (:func:`~enrich.spark.kafka_sink.stats.
+    accumulator of this driver process (:func:`~enrich.spark.sink.kafka_eos.stats.
     kafka_sink_statistics`). Made here, not imported, so that Spark pickles it with
     its accumulator."""
     return type(

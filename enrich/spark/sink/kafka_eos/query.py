@@ -5,15 +5,15 @@ reads, whether a source partition is split over several tasks, whether it holds 
 ``kafka-eos`` writer (under async progress tracking with ``low_latency=True``). A bare
 ``writeStream.format("kafka-eos")`` skips them; the sink then still refuses rows without
 their source columns, and stops at a batch's commit when two tasks wrote one source
-partition (:class:`~enrich.spark.kafka_sink.errors.SourcePartitionSplit`).
+partition (:class:`~enrich.spark.sink.kafka_eos.eos_errors.SourcePartitionSplit`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .data_source import NAME
-from .errors import KafkaSinkRefused, SourceNotKeyed, SourcePartitionSplit, StatefulQuery
+from .eos_errors import KafkaSinkRefused, SourceNotKeyed, SourcePartitionSplit, StatefulQuery
+from .eos_sink import NAME
 
 SOURCES = ("kafka", "redis-stream")
 # Logical plan nodes that keep state between micro-batches.
