@@ -1,5 +1,5 @@
 """A worker that starts warm (issue 43): Spark's Python workers forked from
-``enrich.spark.warm_daemon`` against the stock ``pyspark.daemon``, side by side in one run.
+``enrich.spark.session`` against the stock ``pyspark.daemon``, side by side in one run.
 
 Each measure is a fresh driver process (the daemon module is read when the SparkContext
 starts), the two daemons taking turns (warm, cold, then cold, warm...):
@@ -108,7 +108,7 @@ def _first_job(spark: Any) -> dict[str, Any]:
         import enrich.spark.join.batches  # noqa: F401  (what the join's worker imports)
 
         imported = time.perf_counter() - t
-        mod = sys.modules.get("enrich.spark.warm_daemon")
+        mod = sys.modules.get("enrich.spark.session")
         for batch in batches:
             n = batch.num_rows
             yield pa.RecordBatch.from_pydict({
@@ -162,7 +162,7 @@ def main() -> None:
         keys = [k for k in results[0] if k not in ("load", "warm_seen")]
         cells = ", ".join(f"{k} {statistics.median(r[k] for r in results):.2f}" for k in keys)
         loads = "-".join(f"{r['load']:.1f}" for r in results)
-        rows.append([kind, "warm_daemon" if warm else "pyspark.daemon", cells, loads])
+        rows.append([kind, "enrich.spark.session" if warm else "pyspark.daemon", cells, loads])
     heading = f"{when}, {ROUNDS} round(s), medians; {_uptime()} at the end"
     text = table(["measure", "daemon", "figures", "load at start"], rows)
     write("warm_start", "A worker that starts warm", [(heading, text)])

@@ -1,4 +1,4 @@
-"""Spark's Python workers forked from ``enrich.spark.warm_daemon``: the session helper
+"""Spark's Python workers forked from ``enrich.spark.session``'s daemon: the session helper
 sets it on a local master, the workers it forks have this package imported before their
 first batch, and what they compute is right (Arrow, asyncio, an ``async_map`` against a
 real HTTP service)."""
@@ -15,7 +15,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import async_map
-from enrich.spark.session import DAEMON_CONF, WARM_DAEMON, _is_local
 from tests.spark.functions import Lookup
 from tests.support.http_server import HttpTestServer
 
@@ -24,13 +23,13 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
 def _marked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Each row with what the worker knows: forked from our daemon (its module's marker,
-    read without importing it: a worker of pyspark.daemon has no such module), the
+    read without importing it: a worker of pyspark.daemon has not imported it), the
     modules the daemon imported, and Arrow and asyncio work done after the fork."""
     import asyncio
 
     import pyarrow.compute as pc
 
-    daemon = sys.modules.get("enrich.spark.warm_daemon")
+    daemon = sys.modules.get("enrich.spark.session")
     warm = bool(daemon is not None and daemon.WARM)
     preloaded = daemon is not None and "enrich.spark.join.batches" in daemon.LOADED
 
@@ -60,7 +59,8 @@ def _marked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def test_workers_come_from_the_warm_daemon_and_compute_right(
     spark: SparkSession, http_server: HttpTestServer
 ) -> None:
-    assert spark.sparkContext.getConf().get(DAEMON_CONF) == WARM_DAEMON
+    daemon = spark.sparkContext.getConf().get("spark.python.daemon.module")
+    assert daemon == "enrich.spark.session"
     http_server.data.update({f"u{i}": {"name": f"user {i}", "age": i} for i in range(40)})
     df = spark.createDataFrame([(i, f"u{i}") for i in range(40)], "n long, key string")
     mapped = async_map(df.repartition(2), Lookup(f"http://127.0.0.1:{http_server.port}/users"),
@@ -85,4 +85,9 @@ def test_workers_come_from_the_warm_daemon_and_compute_right(
 def test_the_session_helper_warms_local_masters_only(master: Any, local: bool) -> None:
     # On a cluster the daemon needs the package installed on the executors, not only
     # shipped with --py-files (which reaches the workers, not the daemon): opt-in there.
-    assert _is_local(master) is local
+    import enrich.spark
+
+    # Through the package first: importing the submodule directly before enrich.spark's
+    # lazy session() was looked up would bind the module over that name.
+    assert callable(enrich.spark.session)
+    assert sys.modules["enrich.spark.session"].is_local(master) is local
