@@ -166,8 +166,8 @@ def spark_section(spark: Any, url: str) -> tuple[str, dict[str, float]]:
 
 def in_process_section(url: str) -> tuple[str, dict[str, float]]:
     """The worker-side function alone, no Spark: the same paths over Arrow batches."""
-    from enrich.lookup.settings import JoinSettings
-    from enrich.spark.join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
+    from enrich.lookup.join_settings import JoinSettings
+    from enrich.spark.join.join_batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 
     source = RedisLookup(url, key_template="user:{}", value="json", schema=Schema.of(SCHEMA))
     out: list[list[Any]] = []
@@ -270,7 +270,7 @@ two Python workers starts with an empty store, as a new batch job or a restarted
 does); warm, one cache after an untimed pass over the same rows. "No cache" and "cold"
 build a new join for each run (its planning included), "warm" reuses one. Hit ratios are
 the lane's cache hits over distinct keys per chunk. The in-process table runs
-`enrich.spark.join.batches.enrich_batches` over batches of 10,000 rows in one process: no JVM,
+`enrich.spark.join.join_batches.enrich_batches` over batches of 10,000 rows in one process: no JVM,
 no transfer, the lane alone; "first rows" times only the first {fill:,} rows, while a
 cold cache fills.
 

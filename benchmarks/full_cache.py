@@ -17,8 +17,8 @@ import pyarrow as pa
 from connectors.redis import RedisLookup
 from enrich import FullCache, FullCacheSource, JoinMetrics, LookupCache
 from enrich.demo.local import local_redis
+from enrich.engine.records.arrow_types import arrow_schema
 from enrich.engine.runtime import run_sync
-from enrich.lookup.dimension.arrow_types import arrow_schema
 from enrich.lookup.lane import ColumnarLane
 
 from ._report import table, write

@@ -22,7 +22,7 @@ from typing import Any
 
 from connectors.http import HttpLookup
 from enrich.demo.local import dimension_service
-from enrich.engine.wait import DEFAULT_CAPACITY
+from enrich.engine.caller.wait import DEFAULT_CAPACITY
 
 from ._report import table, write
 from .lookup import (

@@ -28,7 +28,7 @@ from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
 from enrich.demo.dimension_service import user
 from enrich.demo.local import dimension_service, local_redis
-from enrich.engine.wait import DEFAULT_CAPACITY
+from enrich.engine.caller.wait import DEFAULT_CAPACITY
 
 from ._report import best_rate, table, write
 

@@ -1,7 +1,7 @@
 """Memory over a long stream: RSS of the Python worker's side of ``lookup_join``.
 
 10M rows (``ENRICH_BENCH_RSS_ROWS``) in Arrow batches of 10,000 go through
-``enrich.spark.join.batches.enrich_batches`` (the function Spark's Python worker runs for
+``enrich.spark.join.join_batches.enrich_batches`` (the function Spark's Python worker runs for
 ``lookup_join``) with a ``LookupCache`` of 100,000 rows over 200,000 distinct keys, half
 of them in Redis: hits, misses, cache evictions and requests all the way. The resident
 set size is sampled every million rows; the figure is its growth after the first
@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 from connectors.redis import RedisLookup
 from enrich import LookupCache
 from enrich.demo.local import local_redis
-from enrich.lookup.settings import JoinSettings
-from enrich.spark.join.batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
+from enrich.lookup.join_settings import JoinSettings
+from enrich.spark.join.join_batches import DEFAULT_SPARK_CAPACITY, JoinPlan, enrich_batches
 
 from ._report import table, write
 from .lookup import load_users

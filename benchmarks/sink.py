@@ -111,7 +111,7 @@ def one_process(url: str) -> str:
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     from enrich.spark.sink import direct
-    from enrich.spark.sink.rows import RowEncoder, SinkSettings
+    from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
 
     schema = StructType([StructField(n, t) for n, t in (
         ("order_id", LongType()), ("user_id", LongType()), ("amount", DoubleType()),

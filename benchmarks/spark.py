@@ -52,7 +52,7 @@ HTTP_UDF_ROWS = min(HTTP_ROWS, 5_000)  # the concurrent row UDF over HTTP: its r
 CONCURRENCY = "spark.sql.execution.pythonUDF.arrow.concurrency.level"
 CONCURRENCY_LEVELS = (16, 64)
 PARTITIONS = 2
-CAPACITY = 131072  # lookup_join's default (enrich.spark.join.batches.DEFAULT_SPARK_CAPACITY)
+CAPACITY = 131072  # lookup_join's default (enrich.spark.join.join_batches.DEFAULT_SPARK_CAPACITY)
 TUNED_CAPACITIES = (32768, 65536, 262144)
 HTTP_LATENCY = 0.005
 HTTP_CAPACITY = 100
@@ -251,7 +251,7 @@ def redis_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
     from pyspark.sql.types import StructType
 
     from enrich.spark import lookup_join, statistics
-    from enrich.spark.sql.functions import register_lookup
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     source = RedisLookup(url, key_template="user:{}", value="json", schema=SCHEMA)
     df = orders(spark, ROWS, PARTITIONS, seed=7)

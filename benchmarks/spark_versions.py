@@ -47,7 +47,7 @@ def main() -> None:
     import pyspark
 
     from enrich.spark import lookup_join
-    from enrich.spark.sql.functions import register_lookup
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     spark = start_spark()
     try:

@@ -1,7 +1,7 @@
 """The SQL join form against lookup_join, side by side, on the Spark benchmark's setup.
 
 ``SELECT * FROM users_join(TABLE(orders))`` (an Arrow UDTF, see
-``enrich.spark.sql.join``) and ``lookup_join(orders, users, on="user_id")`` on the same
+``enrich.spark.sql.join_table``) and ``lookup_join(orders, users, on="user_id")`` on the same
 cached input (``local[2]``, uniform keys over the benchmark's users, Redis on loopback,
 noop sink), alternating, best of ``REPEAT`` each; also the struct-returning SQL function
 (``dim_user(user_id)``) for reference.
@@ -29,8 +29,8 @@ REPEAT = int(os.environ.get("ENRICH_BENCH_SQL_JOIN_REPEAT", 5))
 
 def main() -> None:
     from enrich.spark import lookup_join
-    from enrich.spark.sql.functions import register_lookup
-    from enrich.spark.sql.join import register_lookup_join
+    from enrich.spark.sql.join_table import register_lookup_join
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     with local_redis() as url:
         load_users(url)

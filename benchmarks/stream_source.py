@@ -80,7 +80,7 @@ def lanes(url: str) -> list[list[Any]] | None:
     """One partition's Python work in this process, the whole stream in XRANGE pages:
     rows as the source yielded them before 2026-11-25 (redis-py's dict per entry, the
     decoder's tuple, pyspark's conversion of each row to Arrow) against the page batches
-    it yields now (:mod:`enrich.spark.streams.columnar`). Best of ``REPEAT``, alternating;
+    it yields now (:mod:`enrich.spark.streams.page_batches`). Best of ``REPEAT``, alternating;
     None when this pyspark has no row converter to compare with."""
     try:
         from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
@@ -88,8 +88,8 @@ def lanes(url: str) -> list[list[Any]] | None:
         return None
     from pyspark.sql.types import StructType
 
-    from enrich.spark.streams.columnar import PageBatches, arrow_conversion
     from enrich.spark.streams.fields import EntryDecoder
+    from enrich.spark.streams.page_batches import PageBatches, arrow_conversion
     from enrich.spark.streams.read import PAGE
 
     schema = StructType.fromJson(

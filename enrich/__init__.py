@@ -18,12 +18,26 @@ from ._errors import (
 from ._lazy import loader as _loader
 
 if TYPE_CHECKING:
+    from .engine.caller.wait import (
+        AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
+        WaitIterator as WaitIterator,
+        ordered_wait as ordered_wait,
+        ordered_wait_async as ordered_wait_async,
+        unordered_wait as unordered_wait,
+        unordered_wait_async as unordered_wait_async,
+    )
     from .engine.clock import Clock as Clock, LoopClock as LoopClock
     from .engine.function import AsyncFunction as AsyncFunction, ResultFuture as ResultFuture
     from .engine.model import (
         OperatorStatistics as OperatorStatistics,
         OutputMode as OutputMode,
         Watermark as Watermark,
+    )
+    from .engine.records.call_metrics import JoinMetrics as JoinMetrics
+    from .engine.records.record_schema import (
+        Field as Field,
+        Schema as Schema,
+        SchemaLike as SchemaLike,
     )
     from .engine.retry import (
         ExponentialBackoffRetry as ExponentialBackoffRetry,
@@ -36,36 +50,25 @@ if TYPE_CHECKING:
         pop_process_local as pop_process_local,
         process_local as process_local,
     )
-    from .engine.wait import (
-        AsyncWaitAsyncIterator as AsyncWaitAsyncIterator,
-        AsyncWaitIterator as AsyncWaitIterator,
-        WaitIterator as WaitIterator,
-        ordered_wait as ordered_wait,
-        ordered_wait_async as ordered_wait_async,
-        unordered_wait as unordered_wait,
-        unordered_wait_async as unordered_wait_async,
-    )
     from .lookup.cache.full import (
         DimensionTooLarge as DimensionTooLarge,
         FullCache as FullCache,
         FullCacheStatistics as FullCacheStatistics,
     )
     from .lookup.cache.full_source import FullCacheSource as FullCacheSource
-    from .lookup.cache.settings import (
+    from .lookup.cache.lookup_cache import (
         CacheStatistics as CacheStatistics,
         LookupCache as LookupCache,
     )
-    from .lookup.dimension.schema import Field as Field, Schema as Schema, SchemaLike as SchemaLike
+    from .lookup.contract.lookup_source import LookupSource as LookupSource
     from .lookup.iterators import (
         lookup_chunks as lookup_chunks,
         lookup_chunks_async as lookup_chunks_async,
         lookup_rows as lookup_rows,
     )
-    from .lookup.join import LookupJoin as LookupJoin
-    from .lookup.joined import JoinedChunk as JoinedChunk
-    from .lookup.metrics import JoinMetrics as JoinMetrics
-    from .lookup.settings import chunk_rows as chunk_rows
-    from .lookup.source import LookupSource as LookupSource
+    from .lookup.join_settings import chunk_rows as chunk_rows
+    from .lookup.outcome import JoinedChunk as JoinedChunk
+    from .lookup.per_row.lookup_join import LookupJoin as LookupJoin
 
 # Where each public name lives, imported on first use (PEP 562): a process that needs one
 # part of the package (the Redis data sources' driver-side runner, which Spark starts
@@ -85,15 +88,14 @@ _LAZY: dict[str, str] = {
     "retry_on_empty": ".engine.retry",
     "pop_process_local": ".engine.runtime",
     "process_local": ".engine.runtime",
-    "AsyncWaitAsyncIterator": ".engine.wait",
-    "AsyncWaitIterator": ".engine.wait",
-    "WaitIterator": ".engine.wait",
-    "ordered_wait": ".engine.wait",
-    "ordered_wait_async": ".engine.wait",
-    "unordered_wait": ".engine.wait",
-    "unordered_wait_async": ".engine.wait",
-    "CacheStatistics": ".lookup.cache.settings",
-    "LookupCache": ".lookup.cache.settings",
+    "AsyncWaitAsyncIterator": ".engine.caller.wait",
+    "WaitIterator": ".engine.caller.wait",
+    "ordered_wait": ".engine.caller.wait",
+    "ordered_wait_async": ".engine.caller.wait",
+    "unordered_wait": ".engine.caller.wait",
+    "unordered_wait_async": ".engine.caller.wait",
+    "CacheStatistics": ".lookup.cache.lookup_cache",
+    "LookupCache": ".lookup.cache.lookup_cache",
     "DimensionTooLarge": ".lookup.cache.full",
     "FullCache": ".lookup.cache.full",
     "FullCacheStatistics": ".lookup.cache.full",
@@ -101,14 +103,14 @@ _LAZY: dict[str, str] = {
     "lookup_chunks": ".lookup.iterators",
     "lookup_chunks_async": ".lookup.iterators",
     "lookup_rows": ".lookup.iterators",
-    "LookupJoin": ".lookup.join",
-    "JoinedChunk": ".lookup.joined",
-    "JoinMetrics": ".lookup.metrics",
-    "Field": ".lookup.dimension.schema",
-    "Schema": ".lookup.dimension.schema",
-    "SchemaLike": ".lookup.dimension.schema",
-    "chunk_rows": ".lookup.settings",
-    "LookupSource": ".lookup.source",
+    "LookupJoin": ".lookup.per_row.lookup_join",
+    "JoinedChunk": ".lookup.outcome",
+    "JoinMetrics": ".engine.records.call_metrics",
+    "Field": ".engine.records.record_schema",
+    "Schema": ".engine.records.record_schema",
+    "SchemaLike": ".engine.records.record_schema",
+    "chunk_rows": ".lookup.join_settings",
+    "LookupSource": ".lookup.contract.lookup_source",
 }
 
 
@@ -122,7 +124,6 @@ __all__ = (
     "unordered_wait_async",
     "WaitIterator",
     "AsyncWaitAsyncIterator",
-    "AsyncWaitIterator",  # the former name of WaitIterator, kept as an alias
     "OutputMode",
     "Watermark",
     "OperatorStatistics",

@@ -16,14 +16,27 @@ that does not decode, a schema that does not match or a 404/400 will not, so the
 final at once, whatever the retry policy's ``max_attempts``.
 
 Settings that are out of range raise a plain ``ValueError`` naming the field and the
-value, at construction time.
+value, at construction time (:mod:`enrich.engine.checks`). Every message shows a value
+through :func:`short`, so a huge key or document cannot flood a log.
+
+This module imports nothing of the library: it is the floor every other one stands on.
 """
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
-from .engine.checks import short
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = 6
+
+
+def short(value: Any) -> str:
+    """``repr(value)`` shortened for a message: long strings and bytes are cut in the
+    middle, containers after a few items (``reprlib``)."""
+    return _repr.repr(value)
 
 
 class EnrichError(Exception):

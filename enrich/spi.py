@@ -49,11 +49,20 @@ from .engine.checks import (
 )
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
-from .lookup.cache.snapshot import ListableSource
-from .lookup.dimension.schema import Schema, SchemaLike
-from .lookup.lane.bulk import decode_documents, decode_texts
-from .lookup.lane.columnar import ColumnarAnswer, ColumnarSource, Decode, answer_from_mapping
-from .lookup.source import IncrementalSource, LookupSource, answers_as_completed
+from .engine.records.record_schema import Schema, SchemaLike
+from .lookup.contract.bulk_decode import decode_documents, decode_texts
+from .lookup.contract.columnar_answer import (
+    ColumnarAnswer,
+    ColumnarSource,
+    Decode,
+    answer_from_mapping,
+)
+from .lookup.contract.lookup_source import (
+    IncrementalSource,
+    ListableSource,
+    LookupSource,
+    answers_as_completed,
+)
 from .protect.adaptive import (
     AdaptiveLimit,
     LimitStatistics,

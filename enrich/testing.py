@@ -21,8 +21,8 @@ from typing import Any
 from ._errors import LookupFailed
 from .engine.function import AsyncFunction, ResultFuture
 from .engine.mailbox.hold import held_back
+from .engine.records.record_schema import Schema
 from .engine.runtime import in_loop_thread
-from .lookup.dimension.schema import Schema
 
 
 class _FakeTimer:
@@ -343,7 +343,7 @@ class ColumnarFakeSource(FakeSource):
     same script: each call's outcomes are those ``lookup_many`` gives for its keys."""
 
     async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
-        from .lookup.lane.columnar import answer_from_mapping  # needs pyarrow
+        from .lookup.contract.columnar_answer import answer_from_mapping  # needs pyarrow
 
         listed = keys.to_pylist()
         return answer_from_mapping(listed, await self.lookup_many(listed), struct_type)
@@ -358,7 +358,7 @@ class DeferredColumnarFakeSource(ColumnarFakeSource):
         """``lookup_arrow`` with the conversion to columns left as a step for later."""
         from functools import partial
 
-        from .lookup.lane.columnar import answer_from_mapping
+        from .lookup.contract.columnar_answer import answer_from_mapping
 
         listed = keys.to_pylist()
         found = await self.lookup_many(listed)

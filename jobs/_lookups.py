@@ -6,10 +6,12 @@ check them (without Spark)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import enrich
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from jobs._files import ConfigError
 from jobs._options import did_you_mean
 
@@ -109,7 +111,7 @@ def settings(
         out.setdefault("on_error", DEAD_LETTER)
     if out.get("on_error") == DEAD_LETTER and not dead_letter:
         raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
-    try:
+    with named_errors(where):
         if "cache" in out:
             if not isinstance(out["cache"], dict):
                 raise ValueError(f"cache must be a mapping, got {out['cache']!r}")
@@ -117,10 +119,33 @@ def settings(
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         _check(out)
+    return out
+
+
+@contextmanager
+def named_errors(where: str) -> Iterator[None]:
+    """A setting's ``TypeError`` or ``ValueError`` raised inside, as a
+    :class:`ConfigError` naming the place in the config (``where``)."""
+    try:
+        yield
     except TypeError as exc:
         raise ConfigError(f"{where}: {argument_error(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def with_operator_settings(step: dict[str, Any]) -> dict[str, Any]:
+    """A step's keyword arguments with its operator's knobs (capacity, timeout, retry,
+    mode, on_error, error_column, concurrency, job_rate_limit) gathered into one
+    :class:`~enrich.spark.OperatorSettings` (``settings=``), as the job hands them to
+    ``lookup_join``, ``async_map`` and the SQL registrations. Needs pyspark."""
+    from dataclasses import fields
+
+    from enrich.spark import OperatorSettings
+
+    out = dict(step)
+    knobs = {f.name: out.pop(f.name) for f in fields(OperatorSettings) if f.name in out}
+    out["settings"] = OperatorSettings(**knobs)
     return out
 
 

@@ -5,14 +5,14 @@ of ``store`` calls the user's own async function per row::
 
     joins:
       - {store: users, on: user_id}
-      - function: enrich.demo.functions:Score      # module:attribute, importable here
+      - function: enrich.demo.score_functions:Score      # module:attribute, importable here
         args: {url: "http://127.0.0.1:18080"}      # a class is built with these
         returns: "score double, label string"
         capacity: 50
         timeout: 5
         on_error: dead_letter
     async_udfs:                                    # SQL functions, for jobs/sql_job.py
-      score: {function: enrich.demo.functions:Score, args: {...}, returns: "..."}
+      score: {function: enrich.demo.score_functions:Score, args: {...}, returns: "..."}
 
 Every ``async_map`` setting is accepted (``mode``, ``capacity``, ``timeout``, ``retry``,
 ``on_error``, ``error_column``, ``name``, ``batch_size``, ``batch_wait``,
@@ -28,9 +28,9 @@ import inspect
 from typing import Any
 
 from enrich import AsyncFunction
-from enrich.mapping.settings import MapSettings
+from enrich.maps.map_settings import MapSettings
 from jobs._files import ConfigError
-from jobs._lookups import DEAD_LETTER, argument_error, retry
+from jobs._lookups import DEAD_LETTER, named_errors, retry
 from jobs._options import did_you_mean
 
 MAP_KEYS = {
@@ -85,7 +85,7 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
         raise ConfigError(f"{where}.on_error is 'dead_letter' but the job has no dead_letter sink")
     if "check_row" in out and not isinstance(out["check_row"], dict):
         raise ConfigError(f"{where}.check_row must be a mapping (a row), got {out['check_row']!r}")
-    try:
+    with named_errors(where):
         if "retry" in out:
             out["retry"] = retry(out["retry"])
         if isinstance(out.get("job_rate_limit"), dict):
@@ -93,10 +93,6 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
 
             out["job_rate_limit"] = JobRateLimit(**out["job_rate_limit"])
         _check(out)
-    except TypeError as exc:
-        raise ConfigError(f"{where}: {argument_error(exc)}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     return out
 
 

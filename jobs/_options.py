@@ -51,7 +51,7 @@ def check_sink(spec: Endpoint, where: str, *, streaming: bool | None) -> list[st
 
 def _check_schema(schema: str, where: str) -> None:
     from enrich._errors import SchemaError
-    from enrich.lookup.dimension import ddl
+    from enrich.engine.records import ddl
 
     try:
         ddl.parse_fields(schema)
@@ -113,11 +113,11 @@ def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> No
     """The library's own data sources read their options here as they will at start."""
     try:
         if (role, fmt) == ("source", "redis-stream"):
-            from enrich.spark.streams.settings import StreamSettings
+            from enrich.spark.streams.stream_options import StreamSettings
 
             StreamSettings.of(options)
         elif (role, fmt) == ("sink", "redis"):
-            from enrich.spark.sink.rows import SinkSettings
+            from enrich.spark.sink.row_writes import SinkSettings
 
             SinkSettings.of(options)
     except ValueError as exc:

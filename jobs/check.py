@@ -79,9 +79,9 @@ def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEO
     """A function step: imported and its ``returns`` parsed (the config's loading did
     both); with ``check_row``, called once with it and its result read into
     ``returns``. Never raises for the function's own failures."""
-    from enrich.lookup.metrics import JoinMetrics
-    from enrich.mapping.rows import Assembler
-    from enrich.mapping.settings import MapSettings
+    from enrich.engine.records.call_metrics import JoinMetrics
+    from enrich.maps.map_settings import MapSettings
+    from enrich.maps.results import Assembler
 
     fn = step["fn"]
     settings = MapSettings(returns=step["returns"])

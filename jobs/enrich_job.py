@@ -50,6 +50,7 @@ def enrich(spark: Any, config: _config.JobConfig, df: Any) -> tuple[Any, list[st
                 when(col(column).isNotNull(), concat(lit(f"{settings['name']}: "), col(column)))
             )
         try:
+            settings = _lookups.with_operator_settings(settings)
             if "fn" in settings:
                 settings.pop("check_row", None)
                 df = async_map(df, settings.pop("fn"), settings.pop("returns"), **settings)

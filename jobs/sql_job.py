@@ -20,6 +20,7 @@ from typing import Any
 
 from jobs import _config, _entry, _streams
 from jobs._files import ConfigError, decode
+from jobs._lookups import with_operator_settings
 
 
 def statements(text: str) -> list[str]:
@@ -31,23 +32,23 @@ def statements(text: str) -> list[str]:
 def run(spark: Any, config: _config.JobConfig, sql: str, duration: float | None = None) -> Any:
     """Register the lookups, run the statements, write (or show) the last result."""
     from enrich.spark.sql.async_udf import register_async_udf
-    from enrich.spark.sql.functions import register_lookup
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     _streams.register_data_sources(spark)
     for name, settings in config.lookups.items():
-        options = dict(settings)
+        options = with_operator_settings(settings)
         register_lookup(spark, name, options.pop("source"), **options)
     for name, settings in config.async_udfs.items():
-        options = dict(settings)
+        options = with_operator_settings(settings)
         options.pop("check_row", None)
         register_async_udf(spark, name, options.pop("fn"), options.pop("returns"), **options)
     if config.source is not None:
         _streams.read(spark, config.source).createOrReplaceTempView("input")
     if config.lookup_joins:
-        from enrich.spark.sql.join import register_lookup_join
+        from enrich.spark.sql.join_table import register_lookup_join
 
         for name, settings in config.lookup_joins.items():
-            options = dict(settings)
+            options = with_operator_settings(settings)
             source, view = options.pop("source"), options.pop("input", "input")
             register_lookup_join(spark, name, source, input=view, **options)
     result = None

@@ -6,7 +6,7 @@ POST each, concurrently, with the same limits, bounds, errors and masking:
 :class:`connectors.http.batch.Batches`). Each answer object is parsed whole by the
 schema's JSON parser (orjson, C level); each key's document is looked up by its
 :func:`~connectors.http.batch.batch_key` (``str(key)``), and the ``dict`` documents
-become the struct's columns at once (:func:`enrich.lookup.lane.bulk.decode_documents`). The
+become the struct's columns at once (:func:`enrich.spi.decode_documents`). The
 per-value decoder of ``lookup_many`` (:meth:`HttpLookup._rows`) takes everything the
 bulk step cannot take exactly, so every key gets the same outcome and the same
 ``DecodeError`` text:

@@ -48,7 +48,7 @@ _REGISTRY = "connectors.http"
 # The connector's one logger, whichever of its modules logs.
 _log = logging.getLogger("connectors.http")
 
-# lookup_arrow and fetch_arrow (see enrich.lookup.lane.columnar): Arrow keys and struct type in.
+# lookup_arrow and fetch_arrow (see enrich.spi): Arrow keys and struct type in.
 ArrowLookup = Callable[[Any, Any], Awaitable[Any]]
 
 
@@ -71,7 +71,7 @@ class HttpLookup:
       backs off on 429, 503, timeouts and latency above the target.
     * Batch mode: a POST that fails gives every key of its chunk that error; when every
       chunk of the call failed, ``lookup_many`` raises it instead.
-    * Batch mode only: the source is a :class:`~enrich.lookup.lane.columnar.ColumnarSource`
+    * Batch mode only: the source is a :class:`~enrich.spi.ColumnarSource`
       (``lookup_arrow``, ``fetch_arrow``; see ``connectors.http.arrow``), with the same
       requests and the same outcome per key as ``lookup_many``. A per-key source has
       neither attribute, so joins keep handing each GET's answer over as it arrives.

@@ -298,7 +298,7 @@ class RedisLookup:
         await self._run_commands(handle, singles, self._settings.connection.endpoint, results)
 
     async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
-        """The columnar lookup (``enrich.lookup.lane.columnar.ColumnarSource``): same outcomes
+        """The columnar lookup (``enrich.spi.ColumnarSource``): same outcomes
         as ``lookup_many``, JSON objects decoded in bulk (see ``connectors.redis.arrow``)."""
         decode = await self.fetch_arrow(keys, struct_type)
         return decode()

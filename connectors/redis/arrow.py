@@ -6,18 +6,19 @@ pipeline of MGETs of at most ``max_batch`` keys each, on one connection, with no
 ever a Python object (:class:`~connectors.redis.connection.Packed`); on a cluster or
 through Sentinel, as MGETs planned key by key (per slot on a cluster). The JSON
 objects that came back are joined with newlines and decoded at once by Arrow's JSON
-reader against the dimension's Arrow struct (:func:`enrich.lookup.lane.bulk.decode_texts`).
+reader against the dimension's Arrow struct (:func:`enrich.spi.decode_texts`).
 Everything the bulk decoder cannot take exactly as the per-value decoder would, goes
 through that per-value decoder (:func:`codec.decode`), so every key gets the same
 outcome and the same ``DecodeError`` text as with ``lookup_many`` (but for the two rare
-exceptions :mod:`enrich.lookup.lane.bulk` names):
+exceptions :mod:`enrich.spi` names):
 
 * values that are not a JSON object (arrays for 1:N joins, ``null``, garbage);
 * a whole request whose bulk decode fails, or reads a ``NaN``/``Infinity`` token
   (Arrow takes them, the per-value decoder refuses them), or yields a row count other
   than the number of objects;
 * a row whose ``NOT NULL`` field is null or missing;
-* every value of a schema with a type outside :data:`enrich.lookup.lane.bulk.BULK_TYPES`.
+* every value of a schema with a type the bulk decoder does not take (see
+  :func:`enrich.spi.decode_texts`).
 
 Hash and string values are read by ``lookup_many`` and converted to columns.
 A value larger than ``max_value_bytes`` fails its own key (``kind="too_large"``), as
@@ -25,7 +26,7 @@ with ``lookup_many``.
 
 :func:`fetch_arrow` is the same lookup split at the reply: the MGETs now, the decoding as
 a step for later (the lane runs it on the Spark task thread, see
-:class:`enrich.lookup.lane.columnar.ColumnarSource`).
+:class:`enrich.spi.ColumnarSource`).
 """
 
 from __future__ import annotations
@@ -231,7 +232,7 @@ def decode_json(
     struct_type: pa.StructType,
 ) -> ColumnarAnswer:
     """The answer for MGET ``values`` (None: no such key), aligned with them: decoded
-    in bulk by :func:`enrich.lookup.lane.bulk.decode_texts`, the rest by
+    in bulk by :func:`enrich.spi.decode_texts`, the rest by
     :func:`codec.decode`, whose errors name the Redis key."""
     per_value = partial(
         _per_value,

@@ -15,7 +15,7 @@ from typing import Any
 import enrich
 
 from ..engine.runtime import run_sync
-from ..lookup.iterators import _dict_rows, lookup_chunks
+from ..lookup.iterators import dict_rows, lookup_chunks
 from .local import BROKEN_USER, DEMO_USERS
 
 LATENCY = 0.005  # seconds: a remote store on a good network
@@ -101,7 +101,7 @@ def lookup_demo(redis_url: str, http_base: str) -> None:
     first = lookup_chunks(
         [(orders, [o["user_id"] for o in orders])], users, cache=cache, on_error="error_column"
     )
-    step1 = list(_dict_rows(first, list(users.schema.names), "enrich_error"))
+    step1 = list(dict_rows(first, list(users.schema.names), "enrich_error"))
     step2 = enrich.lookup_rows(step1, credit, on="user_id", on_error="null")
     for (label, _), row in zip(ORDERS, list(step2), strict=True):
         print(f"   {label:<24} {row}")

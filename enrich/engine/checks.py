@@ -1,20 +1,23 @@
-"""The one copy of the library's argument checks, and of value shortening for messages.
+"""The one copy of the library's argument checks.
 
 Every settings object of the library (the operator's, the join's, the cache, the
 connectors') checks its arguments with these, once, where it is built: the error is a
 ``ValueError`` naming the setting and showing the bad value, shortened by :func:`short`
-(``"capacity must be an int >= 1, got 0"``). Messages never show more than a few dozen
-characters of a value, so a huge key or document cannot flood a log.
+(``"capacity must be an int >= 1, got 0"``). Messages show a value as the error tree's
+:func:`~enrich._errors.short` does, never more than a few dozen characters of it, so a
+huge key or document cannot flood a log.
 
-This module imports nothing of the library, so that every layer may use it.
+This module imports only the error tree's floor (:mod:`enrich._errors`, which imports
+nothing of the library), so that every layer may use it.
 """
 
 from __future__ import annotations
 
 import math
-import reprlib
 from collections.abc import Collection
 from typing import Any
+
+from .._errors import short as short
 
 __all__ = (
     "check_choice",
@@ -24,17 +27,6 @@ __all__ = (
     "check_seconds",
     "short",
 )
-
-_repr = reprlib.Repr()
-_repr.maxstring = 60
-_repr.maxother = 60
-_repr.maxlist = _repr.maxtuple = _repr.maxdict = 6
-
-
-def short(value: Any) -> str:
-    """``repr(value)`` shortened for a message: long strings and bytes are cut in the
-    middle, containers after a few items (``reprlib``)."""
-    return _repr.repr(value)
 
 
 def check_int(name: str, value: Any, minimum: int = 1, *, rule: str | None = None) -> int:

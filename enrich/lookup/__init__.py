@@ -1,17 +1,15 @@
-"""Lookup joins on the engine (no pyspark).
+"""Lookup joins on the engine (no pyspark): one face, two engines.
 
-The floor holds what the join is, as its callers meet it: the source protocol
-(:mod:`.source`), the settings (:mod:`.settings`), the key rule (:mod:`.keys`), the
-join (:mod:`.join`) and what its rows become (:mod:`.joined`), its metrics
-(:mod:`.metrics`) and its iterators (:mod:`.iterators`). Its rooms: the keys in flight
-(:mod:`.inflight`: batched, registered, settled, delivered), the columnar lane
-(:mod:`.lane`), the caches (:mod:`.cache`) and the dimension's schema and values
-(:mod:`.dimension`).
+The face (:mod:`.interface`): chunks of keys in, one joined result per chunk out. Its
+two engines: the per-row join on the operator (:mod:`.per_row`: the join, its keys in
+flight batched, registered, settled and delivered) and the columnar lane (:mod:`.lane`:
+Arrow keys, pipelined requests, rows taken by index); :mod:`.engines` says which one a
+join's keys take. What both build on, below them: the source contract
+(:mod:`.contract`), the outcomes they hand out (:mod:`.outcome`), the key rule
+(:mod:`.key_rule`), the settings (:mod:`.join_settings`) and the caches (:mod:`.cache`).
+The iterators callers use (:mod:`.iterators`) stand on top. A record's schema, failure
+and metrics are the operator's floor, shared with the async map
+(:mod:`enrich.engine.records`).
 
 Internal: import the public names from :mod:`enrich`.
 """
-
-from .._lazy import moved
-
-# Paths the README showed before the dimension got a room of its own.
-moved(__name__, {"arrow_types": "dimension.arrow_types"})

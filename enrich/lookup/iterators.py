@@ -1,58 +1,93 @@
 """Lookup joins as iterators: over chunks of keys (for columnar callers such as Spark),
-and over dict rows (for plain Python)."""
+and over dict rows (for plain Python). All run on the per-row engine
+(:mod:`enrich.lookup.per_row.row_engine`); the choice between it and the columnar lane is
+:func:`enrich.lookup.engines.engine_for`'s."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, TypeVar
 
 from .._errors import DecodeError
+from ..engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator, as_async_iterable
 from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
-from ..engine.wait import AsyncWaitAsyncIterator, AsyncWaitIterator, _aiter
+from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
 from .cache.full import FullCache
-from .cache.settings import LookupCache
-from .join import LookupJoin
-from .keys import admit_keys
-from .settings import DEFAULT_MAX_BATCH, JoinSettings
-from .source import LookupSource
+from .cache.lookup_cache import LookupCache
+from .contract.lookup_source import LookupSource
+from .join_settings import DEFAULT_MAX_BATCH, JoinSettings
+from .key_rule import admit_keys
+from .per_row.row_engine import Chunk, RowEngine, check_chunk, checked_chunks, start_join
 
-Chunk = tuple[Any, Sequence[Any]]
-
-
-def _chunk_weight(chunk: Chunk) -> int:
-    """A chunk holds one unit of capacity per row (an empty one, one unit)."""
-    return max(1, len(chunk[1]))
+_It = TypeVar("_It", WaitIterator, AsyncWaitAsyncIterator)
 
 
-def _checked(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
-    for chunk in chunks:
-        if len(chunk[1]) > limit:
-            raise ValueError(
-                f"a chunk of {len(chunk[1])} rows is larger than {limit}, the chunk size "
-                f"for this capacity (see enrich.chunk_rows)"
-            )
-        yield chunk
-
-
-def lookup_chunks(
+def join_chunks(
     chunks: Iterable[Chunk],
     source: LookupSource,
+    settings: JoinSettings,
     *,
-    how: str = "left",
-    on_error: str = "fail",
-    cache: LookupCache | FullCache | None = None,
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
     clock: Clock | None = None,
-) -> AsyncWaitIterator:
+) -> WaitIterator:
+    """:func:`lookup_chunks` with its settings already built (what the entry points and
+    Spark's workers call)."""
+    return RowEngine(source, settings, clock=clock).run(chunks)
+
+
+async def _checked_async(
+    chunks: Iterable[Chunk] | AsyncIterable[Chunk], limit: int
+) -> AsyncIterator[Chunk]:
+    async for chunk in as_async_iterable(chunks):
+        yield check_chunk(chunk, limit)
+
+
+def _chunk_lookups(
+    kind: type[_It], checked: Callable[[Any, int], Any], name: str, doc: str
+) -> Callable[..., _It]:
+    """``lookup_chunks`` or its async twin (one signature, one core): the settings built
+    and checked once, the chunks ``checked`` against the chunk size, the run of ``kind``."""
+
+    def lookup(
+        chunks: Any,
+        source: LookupSource,
+        *,
+        how: str = "left",
+        on_error: str = "fail",
+        cache: LookupCache | FullCache | None = None,
+        mode: OutputMode | str = OutputMode.ORDERED,
+        capacity: int = DEFAULT_CAPACITY,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        retry: RetryStrategy | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        clock: Clock | None = None,
+    ) -> _It:
+        settings = JoinSettings(
+            how=how,
+            on_error=on_error,
+            cache=cache,
+            mode=mode,
+            capacity=capacity,
+            timeout=timeout,
+            retry=retry,
+            max_batch=max_batch,
+        )
+        return start_join(kind, checked(chunks, settings.chunk_rows), source, settings, clock)
+
+    lookup.__name__ = lookup.__qualname__ = name
+    lookup.__doc__ = doc
+    return lookup
+
+
+lookup_chunks: Callable[..., WaitIterator] = _chunk_lookups(
+    WaitIterator,
+    checked_chunks,
+    "lookup_chunks",
     """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
+
+    The settings are :class:`~enrich.lookup.join_settings.JoinSettings`' (checked once).
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
     ``ValueError``); at most ``capacity`` rows are in flight. ORDERED yields one
@@ -68,80 +103,17 @@ def lookup_chunks(
 
     Raises:
         ValueError: a setting is invalid (the message names it and its value).
-    """
-    settings = JoinSettings(
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-    )
-    return join_chunks(chunks, source, settings, clock=clock)
+    """,
+)
 
-
-def join_chunks(
-    chunks: Iterable[Chunk],
-    source: LookupSource,
-    settings: JoinSettings,
-    *,
-    clock: Clock | None = None,
-) -> AsyncWaitIterator:
-    """:func:`lookup_chunks` with its settings already built (what the entry points and
-    Spark's workers call)."""
-    return _start(AsyncWaitIterator, _checked(chunks, settings.chunk_rows), source, settings, clock)
-
-
-_It = TypeVar("_It", AsyncWaitIterator, AsyncWaitAsyncIterator)
-
-
-def _start(
-    kind: type[_It], chunks: Any, source: LookupSource, settings: JoinSettings, clock: Clock | None
-) -> _It:
-    """The one setup of both twins: the join, and the iterator of ``kind`` driving it
-    over ``chunks`` (already checked against the chunk size), weighing chunks by rows."""
-    join = LookupJoin.from_settings(source, settings, clock=clock)
-    it = kind(chunks, join, settings=settings.operator(), clock=clock, weigh=_chunk_weight)
-    it.function = join
-    return it
-
-
-async def _checked_async(
-    chunks: Iterable[Chunk] | AsyncIterable[Chunk], limit: int
-) -> AsyncIterator[Chunk]:
-    async for chunk in _aiter(chunks):
-        yield next(_checked([chunk], limit))
-
-
-def lookup_chunks_async(
-    chunks: Iterable[Chunk] | AsyncIterable[Chunk],
-    source: LookupSource,
-    *,
-    how: str = "left",
-    on_error: str = "fail",
-    cache: LookupCache | FullCache | None = None,
-    mode: OutputMode | str = OutputMode.ORDERED,
-    capacity: int = DEFAULT_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    clock: Clock | None = None,
-) -> AsyncWaitAsyncIterator:
-    """The async twin of :func:`lookup_chunks`, for asyncio programs."""
-    settings = JoinSettings(
-        how=how,
-        on_error=on_error,
-        cache=cache,
-        mode=mode,
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        max_batch=max_batch,
-    )
-    checked = _checked_async(chunks, settings.chunk_rows)
-    return _start(AsyncWaitAsyncIterator, checked, source, settings, clock)
+lookup_chunks_async: Callable[..., AsyncWaitAsyncIterator] = _chunk_lookups(
+    AsyncWaitAsyncIterator,
+    _checked_async,
+    "lookup_chunks_async",
+    """The async twin of :func:`lookup_chunks`, for asyncio programs: the same
+    arguments (``chunks`` may also be an async iterable), an async iterator of
+    ``JoinedChunk`` s; the caller's loop runs the join.""",
+)
 
 
 def lookup_rows(
@@ -171,7 +143,7 @@ def lookup_rows(
     A key field holds a ``str``, an ``int`` (not a ``bool``) or ``bytes``; a row whose key
     field holds anything else (``1.0``, ``True``, a date) fails on its own, under
     ``on_error``, with a ``DecodeError`` naming the row, the field and the value
-    (see :mod:`enrich.lookup.keys`). A null key field makes the row join nothing.
+    (see :mod:`enrich.lookup.key_rule`). A null key field makes the row join nothing.
 
     Raises:
         ValueError: a setting is invalid (the message names it and its value).
@@ -222,12 +194,14 @@ def lookup_rows(
             number += len(batch)
 
     joined = join_chunks(chunked(), source, settings, clock=clock)
-    return _dict_rows(joined, columns, error_column)
+    return dict_rows(joined, columns, error_column)
 
 
-def _dict_rows(
-    joined: AsyncWaitIterator, columns: list[str], error_column: str
+def dict_rows(
+    joined: WaitIterator, columns: list[str], error_column: str
 ) -> Iterator[dict[str, Any]]:
+    """The dict rows of a run whose chunks' tags are their input rows: each row with the
+    dimension ``columns`` (and ``error_column`` when the run carries reasons)."""
     nulls: tuple[None, ...] = (None,) * len(columns)
     checked = False
     for chunk in joined:

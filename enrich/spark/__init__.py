@@ -36,13 +36,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "enrich.spark needs pyspark (and pyarrow, pandas<3): pip install 'spark-enrich[spark]'"
     ) from exc
 
-from .._lazy import loader as _loader, moved as _moved
+from .._lazy import loader as _loader
 
 if TYPE_CHECKING:
+    from .async_maps.map_frame import async_map as async_map
     from .data_sources import register_data_sources as register_data_sources
-    from .join.dataframe import lookup_join as lookup_join, route_by_key as route_by_key
-    from .latency import low_latency as low_latency, warm_up as warm_up
-    from .mapping.dataframe import async_map as async_map
+    from .join.join_frame import lookup_join as lookup_join, route_by_key as route_by_key
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
         batch_statistics as batch_statistics,
@@ -51,47 +50,64 @@ if TYPE_CHECKING:
     )
     from .metrics.observed import observed_statistics as observed_statistics
     from .session import session as session
-    from .streams.metrics import (
+    from .spark_types import spark_type as spark_type
+    from .stages.latency import (
+        ProfileRefused as ProfileRefused,
+        low_latency as low_latency,
+        warm_up as warm_up,
+    )
+    from .stages.operator_settings import OperatorSettings as OperatorSettings
+    from .streams.stream_counts import (
         StreamReadCounts as StreamReadCounts,
         stream_statistics as stream_statistics,
     )
-    from .types import spark_type as spark_type
 
 # Where each name lives, imported on first use (PEP 562): a process that runs only the
 # Redis data sources (Spark starts their driver-side runner afresh for every streaming
 # query) does not load the join, its engine and numpy.
 _LAZY = {
-    "lookup_join": ".join.dataframe",
-    "route_by_key": ".join.dataframe",
-    "async_map": ".mapping.dataframe",
+    "lookup_join": ".join.join_frame",
+    "route_by_key": ".join.join_frame",
+    "async_map": ".async_maps.map_frame",
     "statistics": ".metrics.accumulator",
     "batch_statistics": ".metrics.accumulator",
     "join_names": ".metrics.accumulator",
     "EnrichMetricsListener": ".metrics.accumulator",
     "observed_statistics": ".metrics.observed",
-    "spark_type": ".types",
+    "OperatorSettings": ".stages.operator_settings",
+    "spark_type": ".spark_types",
     "session": ".session",
     "register_data_sources": ".data_sources",
-    "low_latency": ".latency",
-    "warm_up": ".latency",
-    "StreamReadCounts": ".streams.metrics",
-    "stream_statistics": ".streams.metrics",
+    "low_latency": ".stages.latency",
+    "warm_up": ".stages.latency",
+    "ProfileRefused": ".stages.latency",
+    "StreamReadCounts": ".streams.stream_counts",
+    "stream_statistics": ".streams.stream_counts",
 }
 
 __getattr__ = _loader(__name__, _LAZY, globals())
 
-# Paths the docs showed before the join and the SQL forms got rooms of their own.
-_moved(__name__, {"arrow": "join.batches", "sql_join": "sql.join", "sql_pandas": "sql.pandas_udf"})
-
 
 __all__ = (
+    # joins and maps on DataFrames, and the knobs they run with
     "lookup_join",
+    "route_by_key",
     "async_map",
+    "OperatorSettings",
+    # metrics
     "statistics",
     "batch_statistics",
     "join_names",
     "observed_statistics",
     "EnrichMetricsListener",
+    "StreamReadCounts",
+    "stream_statistics",
+    # the Redis data sources and the low-latency profile
+    "register_data_sources",
+    "low_latency",
+    "warm_up",
+    "ProfileRefused",
+    # helpers
     "spark_type",
     "session",
 )

@@ -32,7 +32,7 @@ def register_data_sources(spark: Any) -> None:
             f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
     from .sink.data_source import RedisSinkDataSource
-    from .streams.source import counted_source
+    from .streams.stream_source import counted_source
 
     spark.dataSource.register(counted_source(spark))
     spark.dataSource.register(RedisSinkDataSource)

@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, retry_on_empty
+from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import get_loop
-from enrich.lookup.cache.settings import MISS
-from enrich.lookup.join import _scope
-from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
-from enrich.lookup.metrics import JoinMetrics
+from enrich.lookup.cache.lookup_cache import MISS, cache_scope
+from enrich.lookup.lane.run import ColumnarLane
+from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from enrich.testing import ColumnarFakeSource, DeferredColumnarFakeSource
 
 pytestmark = pytest.mark.timeout(120)
@@ -67,7 +66,7 @@ def warmed(source: Any, state: dict[int, str] | None) -> LookupCache | None:
     if state is None:
         return None
     cache = LookupCache(max_rows=20 if state else 5, ttl=60)
-    store = cache.storage(_scope(source))
+    store = cache.storage(cache_scope(source))
     now = get_loop().time()  # the clock both joins read
     for key, entry in state.items():
         if entry == "expired":

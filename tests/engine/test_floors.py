@@ -41,7 +41,7 @@ def test_only_the_spark_floor_and_the_jobs_import_pyspark() -> None:
 
 def test_the_spark_floor_does_import_pyspark() -> None:
     # The check above reads real imports: it would find one here.
-    assert imports_pyspark(ROOT / "enrich/spark/streams/source.py")
+    assert imports_pyspark(ROOT / "enrich/spark/streams/stream_source.py")
 
 
 def in_room(name: str, room: str) -> bool:
@@ -81,7 +81,7 @@ def test_no_folder_of_the_library_lists_more_than_a_dozen_entries() -> None:
 
 
 SPI = "enrich.spi"
-FLOORS_BELOW_CONNECTORS = ("enrich.engine", "enrich.lookup", "enrich.mapping", "enrich.protect")
+FLOORS_BELOW_CONNECTORS = ("enrich.engine", "enrich.lookup", "enrich.maps", "enrich.protect")
 
 
 def test_connectors_come_in_through_the_spi_door() -> None:

@@ -10,11 +10,12 @@ import pyarrow as pa
 import pytest
 
 from enrich import FixedDelayRetry, LookupTimeout, lookup_chunks_async
+from enrich.engine.caller.wait import AsyncWaitAsyncIterator
 from enrich.engine.mailbox.hold import Deadline, Hold, current_hold, held_back, reset_hold, set_hold
-from enrich.engine.settings import WaitSettings
-from enrich.engine.wait import AsyncWaitAsyncIterator
-from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
-from enrich.lookup.metrics import JoinMetrics
+from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.engine.wait_settings import WaitSettings
+from enrich.lookup.lane.run import ColumnarLane
+from enrich.lookup.outcome import ColumnarJoined
 from enrich.testing import ColumnarFakeSource, FakeClock, FakeFunction, FakeSource, drive
 
 pytestmark = pytest.mark.timeout(30)

@@ -22,7 +22,7 @@ from enrich import (
     lookup_chunks_async,
     lookup_rows,
 )
-from enrich.lookup.settings import JoinSettings
+from enrich.lookup.join_settings import JoinSettings
 from enrich.testing import FakeSource
 
 # (setting, bad value, the message it must raise)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from enrich import DecodeError, LookupCache, lookup_chunks, lookup_rows
-from enrich.lookup.keys import BadKey, admit_keys
+from enrich.lookup.key_rule import BadKey, admit_keys
 from enrich.testing import FakeSource
 
 RULE = "keys must be str, int or bytes"

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache, LookupFailed, lookup_chunks
+from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import run_sync
-from enrich.lookup.join import _scope
-from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane.columnar import ColumnarAnswer, Decode
-from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
-from enrich.lookup.metrics import JoinMetrics
+from enrich.lookup.cache.lookup_cache import cache_scope
+from enrich.lookup.contract.columnar_answer import ColumnarAnswer, Decode
+from enrich.lookup.lane.run import ColumnarLane
+from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from enrich.testing import DeferredColumnarFakeSource
 
 pytestmark = pytest.mark.timeout(30)
@@ -86,7 +86,7 @@ def test_with_a_cache_the_task_thread_decodes_and_the_loop_fills_it() -> None:
     decodes = len(source.decoded_on)
     assert decodes >= 2  # the first chunk's two calls (the second's may hit the cache)
     assert set(source.decoded_on) == {threading.get_ident()}
-    store = cache.storage(_scope(source))
+    store = cache.storage(cache_scope(source))
 
     async def cached() -> set[Any]:  # read on the loop, after the fills handed to it
         return {key for key, _ in store.entries()}
@@ -158,7 +158,7 @@ def test_the_lane_and_the_per_row_join_share_one_cache() -> None:
     again = list(lookup_chunks([(0, [2, 1])], source, cache=cache))
     assert source.keys_requested == [1, 3, 9, 2]
     assert again[0].rows == [None, ("one",)]
-    stats = cache.storage(_scope(source)).statistics()
+    stats = cache.storage(cache_scope(source)).statistics()
     # hits: 3 (lane) + 2 (second per-row run); misses: 3 (first run) + 1 (lane, key 2)
     assert (stats.hits, stats.misses, stats.loads, stats.size) == (5, 4, 4, 4)
 
@@ -175,7 +175,7 @@ def test_the_lane_counts_cache_hits_misses_and_failed_loads() -> None:
     # Chunk 0 asks 1, 2, 3; 1 and the miss 3 are cached, 2 failed and is asked each time.
     assert source.keys_requested == [1, 2, 3, 2, 2]
     assert (run.metrics.cache_hits, run.metrics.cache_misses) == (4, 5)
-    stats = cache.storage(_scope(source)).statistics()
+    stats = cache.storage(cache_scope(source)).statistics()
     assert (stats.hits, stats.misses, stats.loads, stats.load_failures) == (4, 5, 2, 3)
 
 

@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import enrich
+import enrich.spi
 import enrich.testing
 
 
 def test_all_names_exist_and_are_unique() -> None:
-    for module in (enrich, enrich.testing):
+    for module in (enrich, enrich.testing, enrich.spi):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name} is exported but missing"
@@ -28,11 +29,12 @@ def test_the_package_loads_its_parts_on_first_use() -> None:
     # The Redis data sources' runners import enrich.spark.streams / sink: the package
     # must not load the engine, the lookups and numpy with them.
     code = (
-        "import sys, enrich; loaded = 'numpy' in sys.modules or 'enrich.lookup.cache.settings' in "
-        "sys.modules; print(loaded, enrich.LookupCache.__module__)"
+        "import sys, enrich; loaded = 'numpy' in sys.modules or "
+        "'enrich.lookup.cache.lookup_cache' in sys.modules; "
+        "print(loaded, enrich.LookupCache.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "enrich.lookup.cache.settings"]
+    assert out.stdout.split() == ["False", "enrich.lookup.cache.lookup_cache"]
 
 
 def test_the_engine_imports_no_pyspark() -> None:
@@ -59,8 +61,10 @@ def test_the_fixed_names_of_the_operator_api() -> None:
     assert issubclass(enrich.LookupTimeout, enrich.EnrichError)
 
 
-def test_the_blocking_iterator_keeps_its_former_name_as_an_alias() -> None:
-    assert enrich.AsyncWaitIterator is enrich.WaitIterator
+def test_the_blocking_iterator_has_one_name() -> None:
+    # Its former name (AsyncWaitIterator) said async of an iterator that blocks: gone.
+    assert not hasattr(enrich, "AsyncWaitIterator")
+    assert "AsyncWaitIterator" not in enrich.__all__
 
     async def one(value: int) -> list[int]:
         return [value]
@@ -75,4 +79,6 @@ def test_settings_are_keyword_arguments_not_an_exported_object() -> None:
     # settings object itself; users never need the class, only the chunk size it derives.
     assert "JoinSettings" not in enrich.__all__
     assert "chunk_rows" in enrich.__all__
-    assert enrich.chunk_rows(100) == enrich.lookup.settings.JoinSettings(capacity=100).chunk_rows
+    assert (
+        enrich.chunk_rows(100) == enrich.lookup.join_settings.JoinSettings(capacity=100).chunk_rows
+    )

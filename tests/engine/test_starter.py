@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from enrich import AsyncFunction, FixedDelayRetry, LookupTimeout, ResultFuture
+from enrich.engine.caller.wait import AsyncWaitAsyncIterator
 from enrich.engine.model import OutputMode
-from enrich.engine.settings import WaitSettings
-from enrich.engine.wait import AsyncWaitAsyncIterator
+from enrich.engine.wait_settings import WaitSettings
 from enrich.testing import FakeClock, FakeFunction, drive, settle
 
 pytestmark = pytest.mark.asyncio

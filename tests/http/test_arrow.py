@@ -13,9 +13,9 @@ import pytest
 
 from connectors.http import HttpLookup
 from enrich import DecodeError, LookupFailed
-from enrich.lookup.lane.columnar import ColumnarSource, struct_rows
-from enrich.lookup.settings import JoinSettings
-from enrich.spark.join.batches import JoinPlan
+from enrich.lookup.contract.columnar_answer import ColumnarSource, struct_rows
+from enrich.lookup.join_settings import JoinSettings
+from enrich.spark.join.join_batches import JoinPlan
 from tests.http.conftest import MakeSource
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 from tests.support.http_server import BATCH_PATH, HttpTestServer

@@ -22,8 +22,8 @@ from benchmarks.async_map_paths import (
 )
 from benchmarks.score_service import score_service
 from enrich.demo.scoring import score
-from enrich.mapping.settings import MapSettings
-from enrich.spark.mapping.batches import MapPlan, map_batches
+from enrich.maps.map_settings import MapSettings
+from enrich.spark.async_maps.map_batches import MapPlan, map_batches
 
 pytest.importorskip("pandas")
 pytest.importorskip("requests")

@@ -14,8 +14,8 @@ import pytest
 from benchmarks.spark import SCHEMA, mget_arrow_per_batch, mget_per_batch
 from connectors.redis import RedisLookup
 from enrich.demo.dimension_service import user
-from enrich.lookup.settings import JoinSettings
-from enrich.spark.join.batches import JoinPlan, enrich_batches
+from enrich.lookup.join_settings import JoinSettings
+from enrich.spark.join.join_batches import JoinPlan, enrich_batches
 
 pytest.importorskip("pandas")
 pytestmark = pytest.mark.timeout(60)

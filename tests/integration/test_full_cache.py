@@ -22,7 +22,8 @@ from enrich import (
     lookup_chunks,
 )
 from enrich.engine.runtime import run_sync
-from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
+from enrich.lookup.lane.run import ColumnarLane
+from enrich.lookup.outcome import ColumnarJoined
 from enrich.testing import FakeClock
 from tests.integration.conftest import MakeRedis, command_calls
 from tests.support.redis_server import RedisServer

@@ -1,5 +1,5 @@
 """Joins against an HTTP batch endpoint take the columnar lane (no JVM: Arrow batches
-through ``enrich.spark.join.batches``) and give the rows the per-row path gives."""
+through ``enrich.spark.join.join_batches``) and give the rows the per-row path gives."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from enrich.lookup.settings import JoinSettings
-from enrich.spark.join.batches import JoinPlan, enrich_batches
+from enrich.lookup.join_settings import JoinSettings
+from enrich.spark.join.join_batches import JoinPlan, enrich_batches
 from tests.integration.conftest import MakeHttp
 from tests.spark.sources import RowByRow
 from tests.support.http_server import BATCH_PATH, HttpTestServer

@@ -12,9 +12,9 @@ import redis
 
 from enrich import JoinMetrics, LookupCache, lookup_chunks
 from enrich.engine.runtime import get_loop
-from enrich.lookup.join import _scope
-from enrich.lookup.joined import JoinedChunk
-from enrich.lookup.lane.run import ColumnarJoined, ColumnarLane
+from enrich.lookup.cache.lookup_cache import cache_scope
+from enrich.lookup.lane.run import ColumnarLane
+from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from tests.integration.conftest import MakeRedis, command_calls, server_stat
 from tests.support.redis_server import RedisServer
 
@@ -79,7 +79,7 @@ def test_the_lane_with_a_cache_gives_the_per_row_joins_rows_cold_and_warm(
     assert server_stat(users, "keyspace_hits") == 6
     assert run_per_row(lane_source, cache, KEYS) == reference  # the per-row join: the same
     assert server_stat(users, "keyspace_hits") == 7
-    stats = cache.storage(_scope(lane_source)).statistics()
+    stats = cache.storage(cache_scope(lane_source)).statistics()
     # 6 distinct keys a run: all missed cold (5 loads: 5's decode error is not cached),
     # then 5 hits and 1 miss (5) in each of the two warm runs.
     assert (stats.hits, stats.misses, stats.loads, stats.load_failures) == (10, 8, 5, 3)
@@ -90,7 +90,7 @@ def test_the_lane_reads_the_stores_entries_and_asks_again_once_they_expire(
 ) -> None:
     source = make_redis(redis_server.url, key_template="user:{}", value="json", schema=SCHEMA)
     cache = LookupCache(max_rows=100, ttl=60, ttl_missing=30)
-    store = cache.storage(_scope(source))
+    store = cache.storage(cache_scope(source))
     now = get_loop().time()
     store.put(1, ("cached Ada", 1), now)  # live: read instead of the server's value
     store.put(2, ("old Bob", 2), now - 60)  # expired just now: asked again

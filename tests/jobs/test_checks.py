@@ -214,9 +214,12 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
         return {a or b or c for a, b, c in read.findall(text)}
 
     source = names(
-        "streams/source.py", "streams/settings.py", "streams/fields.py", "streams/loss.py"
+        "streams/stream_source.py",
+        "streams/stream_options.py",
+        "streams/fields.py",
+        "streams/loss.py",
     )
     assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
     # checkpointLocation: Spark's own, read as well
-    sink = names("sink/rows.py", "sink/by_source.py") | {"checkpointLocation"}
+    sink = names("sink/row_writes.py", "sink/by_source.py") | {"checkpointLocation"}
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from enrich.lookup.metrics import JoinMetrics, record_concurrency
+from enrich.engine.records.call_metrics import JoinMetrics, record_concurrency
 from enrich.protect.adaptive import (
     FAST_QUANTILE,
     PROBE_WHEN_STUCK,

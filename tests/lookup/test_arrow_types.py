@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from enrich import Schema
-from enrich.lookup.dimension.arrow_types import arrow_schema, arrow_type
+from enrich.engine.records.arrow_types import arrow_schema, arrow_type
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from enrich import DecodeError, Schema
-from enrich.lookup.dimension.arrow_types import arrow_schema
-from enrich.lookup.lane.bulk import PerValue, decode_documents, decode_texts
-from enrich.lookup.lane.columnar import ColumnarAnswer, answer_from_mapping
+from enrich.engine.records.arrow_types import arrow_schema
+from enrich.lookup.contract.bulk_decode import PerValue, decode_documents, decode_texts
+from enrich.lookup.contract.columnar_answer import ColumnarAnswer, answer_from_mapping
 from tests.support.answers import outcomes
 
 pytestmark = pytest.mark.timeout(30)

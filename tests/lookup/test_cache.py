@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from enrich import LookupCache
-from enrich.lookup.cache.settings import MISS, CacheStore
+from enrich.lookup.cache.lookup_cache import MISS, CacheStore
 from enrich.testing import FakeClock
 
 pytestmark = pytest.mark.timeout(60)

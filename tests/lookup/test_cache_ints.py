@@ -13,9 +13,9 @@ import pytest
 
 from enrich import LookupCache
 from enrich.lookup.cache.ints import IntKeys
-from enrich.lookup.cache.settings import MISS, CacheStore
-from enrich.lookup.lane.cache import CacheProbe
-from enrich.lookup.lane.columnar import ColumnarAnswer
+from enrich.lookup.cache.lookup_cache import MISS, CacheStore
+from enrich.lookup.contract.columnar_answer import ColumnarAnswer
+from enrich.lookup.lane.cache_probe import CacheProbe
 
 pytestmark = pytest.mark.timeout(120)
 

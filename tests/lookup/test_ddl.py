@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from enrich import Field, Schema, SchemaError
-from enrich.lookup.dimension.ddl import parse_fields, parse_type
-from enrich.lookup.dimension.types import (
+from enrich.engine.records.data_types import (
     ArrayType,
     AtomicType,
     DecimalType,
     MapType,
     StructType,
 )
+from enrich.engine.records.ddl import parse_fields, parse_type
 
 STRING, INT, BIGINT = AtomicType("string"), AtomicType("int"), AtomicType("bigint")
 

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from enrich import LookupCache
-from enrich.lookup.cache.settings import MISS, CacheStore
-from enrich.lookup.lane import cache as lane_cache
-from enrich.lookup.lane.cache import ArrowSlab, CacheProbe
-from enrich.lookup.lane.columnar import ColumnarAnswer
+from enrich.lookup.cache.lookup_cache import MISS, CacheStore
+from enrich.lookup.contract.columnar_answer import ColumnarAnswer
+from enrich.lookup.lane import cache_probe as lane_cache
+from enrich.lookup.lane.cache_probe import ArrowSlab, CacheProbe
 
 pytestmark = pytest.mark.timeout(60)
 

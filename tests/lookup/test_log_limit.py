@@ -7,9 +7,10 @@ import logging
 import pytest
 
 from enrich import JoinMetrics, SourceUnavailable
-from enrich.lookup import joined
-from enrich.lookup.inflight.log_limit import LogLimit
-from enrich.lookup.joined import Failed, assemble
+from enrich.engine.records.failure import Failed
+from enrich.engine.records.log_limit import LogLimit
+from enrich.lookup import outcome as joined
+from enrich.lookup.outcome import assemble
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""A user's function behind the operator (enrich/mapping/calls.py): one output per row,
+"""A user's function behind the operator (enrich/maps/calls.py): one output per row,
 error policies, the timeout hook, retries on the user's own results, batches, and the
 function opened once per process. Fake clock: exact and sleep-free."""
 
@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from enrich import AsyncFunction, FixedDelayRetry, LookupTimeout, ResultFuture, retry_on_empty
-from enrich.engine.settings import WaitSettings
-from enrich.engine.wait import AsyncWaitAsyncIterator
-from enrich.lookup.joined import Failed
-from enrich.lookup.metrics import JoinMetrics
-from enrich.mapping import process
-from enrich.mapping.calls import BatchShapeError, call_for, user_retry
+from enrich.engine.caller.wait import AsyncWaitAsyncIterator
+from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.engine.records.failure import Failed
+from enrich.engine.wait_settings import WaitSettings
+from enrich.maps import process
+from enrich.maps.calls import BatchShapeError, call_for, user_retry
 from enrich.testing import FakeClock, drive
 
 pytestmark = pytest.mark.asyncio

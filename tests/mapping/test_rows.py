@@ -1,4 +1,4 @@
-"""What results become (enrich/mapping/rows.py): rows in returns' order, a row's error
+"""What results become (enrich/maps/results.py): rows in returns' order, a row's error
 for a value that does not fit, named by field, type and value; no row lost."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from enrich import DecodeError
-from enrich.lookup.joined import Failed
-from enrich.lookup.metrics import JoinMetrics
-from enrich.mapping.rows import Assembler
-from enrich.mapping.settings import MapSettings
+from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.engine.records.failure import Failed
+from enrich.maps.map_settings import MapSettings
+from enrich.maps.results import Assembler
 
 RETURNS = "score double, label string"
 

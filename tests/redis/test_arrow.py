@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from connectors.redis.arrow import decode_json
-from enrich.lookup.lane.columnar import answer_from_mapping, struct_rows
+from enrich.lookup.contract.columnar_answer import answer_from_mapping, struct_rows
 from tests.redis.conftest import MakeLookup
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from enrich import LookupFailed, SourceUnavailable
-from enrich.lookup.lane.columnar import struct_rows
+from enrich.lookup.contract.columnar_answer import struct_rows
 from tests.redis.conftest import MakeLookup
 from tests.support.redis_fixtures import (
     SECURED_ADMIN_PASSWORD,

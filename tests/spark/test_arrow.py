@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from enrich import JoinMetrics, OutputMode
-from enrich.lookup.settings import JoinSettings
-from enrich.spark.join.batches import JoinPlan, enrich_batches, lookup_structs
+from enrich.lookup.join_settings import JoinSettings
+from enrich.spark.join.join_batches import JoinPlan, enrich_batches, lookup_structs
 from enrich.testing import FakeSource
 
 pytestmark = pytest.mark.timeout(30)

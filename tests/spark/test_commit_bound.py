@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 
 from enrich.spark import register_data_sources
 from enrich.spark.sink.data_source import RedisStreamWriter
-from enrich.spark.sink.rows import STEP_ROWS, SinkSettings
+from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
 from enrich.spark.sink.two_phase import CommitTooLarge, committed_batch, index_key
 from enrich.spark.streams.loss import CUTS_KEY
-from enrich.spark.streams.source import RedisStreamReader, StreamSettings
+from enrich.spark.streams.stream_source import RedisStreamReader, StreamSettings
 from tests.spark.test_sink_commit import SCHEMA, _stage
 from tests.spark.test_stream_partitions import ID_ONLY, read_all
 from tests.support.spark_version import requires_spark

@@ -17,7 +17,7 @@ import redis
 from pyspark.sql import SparkSession
 
 from enrich.spark import EnrichMetricsListener, lookup_join, register_data_sources
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 from tests.spark.conftest import spark_env
 from tests.spark.test_observed_metrics import check_progress, event_files, events, source

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import lookup_join
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

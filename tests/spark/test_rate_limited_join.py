@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession, functions as F
 
 from connectors.http import HttpLookup
-from enrich.engine.settings import DEFAULT_TIMEOUT
+from enrich.engine.wait_settings import DEFAULT_TIMEOUT
 from enrich.protect import JobRateLimit
 from enrich.spark import lookup_join
 from tests.support.http_server import HttpTestServer

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import lookup_join, register_data_sources
-from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.sink.row_writes import SinkSettings
 from enrich.spark.sink.two_phase import committed_batch, index_key
 from tests.support.spark_version import requires_spark
 

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import lookup_join
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 from tests.engine.test_join_settings import BAD_SETTINGS, LEAKS
 

@@ -4,7 +4,6 @@ ids, other bounds, a batch id coming back with other rows) neither lose nor doub
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from enrich.spark.sink import two_phase
 from enrich.spark.sink.by_source import check_writer
 from enrich.spark.sink.codec import pack
 from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
-from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.sink.row_writes import SinkSettings
 from tests.spark.test_sink_commit import _Task
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -257,9 +256,3 @@ def test_the_options_refuse_what_would_break_exactly_once(
     with pytest.raises(ValueError, match=r"must be a string .* got bigint"):
         check_writer(two_phase.SourceFields("order_id"), SCHEMA, streaming=True)
     check_writer(source, SCHEMA, streaming=True)
-
-
-def test_the_former_import_path_of_the_commit_still_works() -> None:
-    commit = importlib.import_module("enrich.spark.sink.commit")
-    assert commit is two_phase
-    assert commit.StagingMismatch is two_phase.errors.StagingMismatch

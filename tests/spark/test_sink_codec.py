@@ -17,7 +17,7 @@ from pyspark.sql.types import DecimalType, DoubleType, StructField, StructType, 
 
 from enrich import Schema
 from enrich.spark.sink import codec as sink_codec
-from enrich.spark.sink.rows import RowEncoder, SinkSettings
+from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
 
 from .sink_values import Kind, canon, types
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from enrich.spark.sink import columns as sink_columns
 from enrich.spark.sink.codec import pack
 from enrich.spark.sink.data_source import _rows
-from enrich.spark.sink.rows import RowEncoder, SinkSettings
+from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
 
 from .sink_values import Kind, types
 

@@ -15,8 +15,8 @@ from pyspark.sql.types import StructField, StructType
 
 from enrich import Schema
 from enrich.spark.sink import direct
-from enrich.spark.sink.rows import RowEncoder, SinkSettings
-from enrich.spark.types import spark_type
+from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
+from enrich.spark.spark_types import spark_type
 from tests.support.redis_fixtures import tls_redis
 
 from .sink_values import canon

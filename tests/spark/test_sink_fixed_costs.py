@@ -16,7 +16,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import redis_options, register_data_sources
 from enrich.spark.sink.data_source import RedisStreamWriter
-from enrich.spark.sink.rows import SinkSettings
+from enrich.spark.sink.row_writes import SinkSettings
 
 pytestmark = [pytest.mark.timeout(300)]
 

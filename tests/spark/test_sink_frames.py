@@ -14,7 +14,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from enrich.spark.sink import frames
 from enrich.spark.sink.data_source import _rows
-from enrich.spark.sink.rows import RowEncoder, SinkSettings
+from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
 
 from .sink_values import Kind, types
 from .test_sink_columns import _plain

@@ -18,7 +18,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from enrich.spark import redis_options
 from enrich.spark.sink import two_phase
 from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
-from enrich.spark.sink.rows import STEP_ROWS, SinkSettings
+from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
 from enrich.spark.sink.two_phase import (
     PublishConflict,
     Published,

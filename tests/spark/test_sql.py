@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import statistics
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 from tests.spark.sources import PidSource
 

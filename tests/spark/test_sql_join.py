@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import lookup_join
-from enrich.spark.sql.join import register_lookup_join
+from enrich.spark.sql.join_table import register_lookup_join
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql.types import StructType
 
 from enrich.spark import spark_type
-from enrich.spark.streams.columnar import PageBatches, arrow_conversion
 from enrich.spark.streams.fields import EntryDecoder, MalformedEntry, Mode
+from enrich.spark.streams.page_batches import PageBatches, arrow_conversion
 
 records_to_arrow_batches = pytest.importorskip(
     "pyspark.sql.worker.plan_data_source_read"
@@ -182,7 +182,7 @@ def test_a_partition_is_read_from_redis_as_record_batches_a_page_each(
     redis_server: Any, redis_client: Any
 ) -> None:
     from enrich.spark.streams.read import PAGE
-    from enrich.spark.streams.source import RedisStreamBatchReader, StreamSettings
+    from enrich.spark.streams.stream_source import RedisStreamBatchReader, StreamSettings
 
     pipe = redis_client.pipeline()
     for n in range(PAGE + 5):

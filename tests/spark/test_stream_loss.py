@@ -21,7 +21,11 @@ from enrich.spark.streams.loss import (
     fail_on_data_loss,
     stream_info,
 )
-from enrich.spark.streams.source import RedisStreamPartition, RedisStreamReader, StreamSettings
+from enrich.spark.streams.stream_source import (
+    RedisStreamPartition,
+    RedisStreamReader,
+    StreamSettings,
+)
 from tests.support.redis_server import (
     RedisServer,
     RedisUnavailable,

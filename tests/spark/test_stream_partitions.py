@@ -15,7 +15,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from enrich.spark import register_data_sources
 from enrich.spark.streams.loss import FROM_KEY
 from enrich.spark.streams.read import LAST_SEQ, split_range
-from enrich.spark.streams.source import RedisStreamReader, StreamSettings
+from enrich.spark.streams.stream_source import RedisStreamReader, StreamSettings
 from tests.support.stream_rows import rows_of
 
 pytestmark = [pytest.mark.timeout(240)]

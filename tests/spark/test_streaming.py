@@ -153,7 +153,7 @@ def test_a_stream_is_enriched_and_workers_keep_their_runtime(
 def test_streaming_sql_function(
     spark: SparkSession, redis_server: Any, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    from enrich.spark.sql.functions import register_lookup
+    from enrich.spark.sql.lookup_udf import register_lookup
 
     for key in KEYS[:2]:
         redis_client.set(f"user:{key}", json.dumps({"name": key.upper(), "tier": "gold"}))

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession, types as T
 from connectors.redis import RedisLookup
 from enrich import Schema
 from enrich.spark import lookup_join, spark_type
-from enrich.spark.sql.functions import lookup_struct_type, register_lookup
+from enrich.spark.sql.lookup_udf import lookup_struct_type, register_lookup
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 

@@ -8,7 +8,7 @@ from pyspark.rdd import PythonEvalType
 from pyspark.sql import SparkSession
 
 from enrich.spark import register_data_sources
-from enrich.spark.sql.functions import register_lookup
+from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 from tests.support.spark_version import spark_version
 

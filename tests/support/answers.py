@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from enrich.lookup.lane.columnar import ColumnarAnswer, struct_rows
+from enrich.lookup.contract.columnar_answer import ColumnarAnswer, struct_rows
 
 # The dimension both connectors' columnar tests decode into: every bulk type once.
 SCHEMA = "name string, n int, big bigint, score double, ratio float, ok boolean"

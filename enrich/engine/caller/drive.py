@@ -1,9 +1,11 @@
 """The two drivers of a run: the consumer's non-blocking core (:mod:`.consumer`) on a
 thread of its own, or on the operator's loop.
 
-They differ only in how they wait and how an async input is awaited: a thread blocks on
-a thread-safe queue and reaches the runtime loop through ``call_soon_threadsafe``; on the
-loop, the operator is called directly and an asyncio event wakes the consumer.
+Both turn the one loop of :func:`_step` (admit, finish the input, hand out outputs, say
+whether to wait); they differ only in how they wait and how an async input is awaited:
+a thread blocks on a thread-safe queue and reaches the runtime loop through
+``call_soon_threadsafe``; on the loop, the operator is called directly and an asyncio
+event wakes the consumer.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue as _queue_mod
-from collections.abc import AsyncGenerator, AsyncIterable, Generator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Generator, Iterable
 from typing import Any
 
 from ..clock import Clock, LoopClock
@@ -20,7 +22,7 @@ from ..mailbox.starter import Gate
 from ..model import OperatorStatistics
 from ..operator import Operator
 from ..runtime import get_loop, in_loop_thread
-from ..settings import WaitSettings
+from ..wait_settings import WaitSettings
 from .consumer import Consumer
 
 
@@ -36,6 +38,32 @@ class Run:
     def statistics(self) -> OperatorStatistics:
         op = self.operator
         return op.statistics() if op is not None else OperatorStatistics()
+
+
+_OVER = object()  # the run is over: every output is handed out
+_WAIT = object()  # nothing to hand out: wait for the operator's next message
+_TAKE = object()  # take the messages that came (none need be waited for), then turn again
+
+
+def _step(
+    consumer: Consumer,
+    chunk: list[Any],
+    admit: Callable[[list[Any]], Any],
+    finish: Callable[[], Any],
+) -> list[Any] | object:
+    """One turn of the drive loop, the same for both drivers: admit ``chunk`` (if any),
+    finish the input when the consumer says so, and say what comes next: a batch of
+    outputs to hand out, :data:`_OVER`, :data:`_WAIT` or :data:`_TAKE`."""
+    if chunk:
+        admit(chunk)
+    if consumer.finish_now():
+        finish()
+    outputs = consumer.next_outputs()
+    if outputs is not None:
+        return outputs
+    if consumer.is_over():
+        return _OVER
+    return _WAIT if consumer.must_wait() else _TAKE
 
 
 def run_sync(
@@ -60,20 +88,22 @@ def run_sync(
     run.operator = op
     asyncio.run_coroutine_threadsafe(op.open(), loop).result()
     source = iter(inputs)
+
+    def admit(chunk: list[Any]) -> None:
+        loop.call_soon_threadsafe(op.admit, chunk)
+
+    def finish() -> None:
+        loop.call_soon_threadsafe(op.finish)
+
     try:
         while True:
-            chunk = consumer.pull(source)
-            if chunk:
-                loop.call_soon_threadsafe(op.admit, chunk)
-            if consumer.finish_now():
-                loop.call_soon_threadsafe(op.finish)
-            outputs = consumer.next_outputs()
-            if outputs is not None:
-                yield outputs
+            step = _step(consumer, consumer.pull(source), admit, finish)
+            if isinstance(step, list):
+                yield step
                 continue
-            if consumer.is_over():
+            if step is _OVER:
                 return
-            if consumer.must_wait():
+            if step is _WAIT:
                 consumer.receive(messages.get())
             while True:
                 try:
@@ -148,31 +178,30 @@ async def run_async(
     # that none waits for the next one (a plain iterable is taken in chunks).
     source = None if isinstance(inputs, AsyncIterable) else iter(inputs)
     arrivals = inputs.__aiter__() if isinstance(inputs, AsyncIterable) else None
+
+    async def pull() -> list[Any]:
+        if arrivals is None:
+            assert source is not None
+            return consumer.pull(source)
+        chunk = consumer.retake()
+        if not chunk and consumer.wants_input():
+            try:
+                item = await arrivals.__anext__()
+            except StopAsyncIteration:
+                consumer.end_input()
+            else:
+                chunk = consumer.offer(item)
+        return chunk
+
     try:
         while True:
-            if arrivals is None:
-                assert source is not None
-                chunk = consumer.pull(source)
-            else:
-                chunk = consumer.retake()
-                if not chunk and consumer.wants_input():
-                    try:
-                        item = await arrivals.__anext__()
-                    except StopAsyncIteration:
-                        consumer.end_input()
-                    else:
-                        chunk = consumer.offer(item)
-            if chunk:
-                op.admit(chunk)
-            if consumer.finish_now():
-                op.finish()
-            outputs = consumer.next_outputs()
-            if outputs is not None:
-                yield outputs
+            step = _step(consumer, await pull(), op.admit, op.finish)
+            if isinstance(step, list):
+                yield step
                 continue
-            if consumer.is_over():
+            if step is _OVER:
                 return
-            if not messages and consumer.must_wait():
+            if step is _WAIT and not messages:
                 arrived.clear()
                 await arrived.wait()
             while messages:

@@ -1,7 +1,7 @@
 """The source a join with a :class:`~enrich.FullCache` asks: the snapshot, no network.
 
 :class:`FullCacheSource` wraps the user's source (which must be a
-:class:`~enrich.lookup.cache.snapshot.ListableSource`) and answers ``lookup_many`` and
+:class:`~enrich.lookup.contract.lookup_source.ListableSource`) and answers ``lookup_many`` and
 ``lookup_arrow`` from this process's snapshot: a key in it gets its row(s) (or its
 stored decode error, as a live lookup would), a key absent from it is a miss, and no
 request is made. A join given ``cache=FullCache(...)`` swaps its source for this one
@@ -19,13 +19,14 @@ import pyarrow as pa
 
 from ..._errors import LookupFailed
 from ...engine.clock import Clock, LoopClock
+from ...engine.records.arrow_types import arrow_schema
+from ...engine.records.record_schema import Schema
 from ...engine.runtime import pop_process_local, process_local
-from ..dimension.arrow_types import arrow_schema
-from ..dimension.schema import Schema
-from ..lane.columnar import ColumnarAnswer, ColumnarSource, answer_from_mapping
-from ..source import LookupSource
+from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, answer_from_mapping
+from ..contract.lookup_source import ListableSource, LookupSource
 from .full import FullCache, FullCacheStatistics
-from .snapshot import Dimension, ListableSource
+from .lookup_cache import cache_scope
+from .snapshot import Dimension
 
 
 class FullCacheSource:
@@ -69,7 +70,7 @@ class FullCacheSource:
         self.__dict__.update(state, _clock=None, _wall=None)
 
     def _key(self) -> tuple[str, str, Any]:
-        return ("enrich.full_cache", self.cache.token, _scope(self.source))
+        return ("enrich.full_cache", self.cache.token, cache_scope(self.source))
 
     def dimension(self) -> Dimension:
         """This process's state of the cache (made on first use, on the running loop)."""
@@ -174,7 +175,7 @@ class FullCacheSource:
         return self.source == other.source and self.cache.token == other.cache.token
 
     def __hash__(self) -> int:
-        return hash((_scope(self.source), self.cache.token))
+        return hash((cache_scope(self.source), self.cache.token))
 
 
 def with_full_cache(source: Any, cache: Any, clock: Clock | None = None) -> Any:
@@ -183,11 +184,3 @@ def with_full_cache(source: Any, cache: Any, clock: Clock | None = None) -> Any:
     if isinstance(cache, FullCache) and not isinstance(source, FullCacheSource):
         return FullCacheSource(source, cache, clock=clock)
     return source
-
-
-def _scope(source: Any) -> Any:
-    try:
-        hash(source)
-        return (type(source).__qualname__, source)
-    except TypeError:
-        return (type(source).__qualname__, repr(source))

@@ -15,32 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import pyarrow as pa
 
 from ...engine.clock import Clock, Timer
-from ..lane.columnar import ColumnarAnswer, tuples_to_struct
+from ..contract.columnar_answer import ColumnarAnswer, tuples_to_struct
+from ..contract.lookup_source import ListableSource
 from .full import DimensionTooLarge, FullCache, FullCacheStatistics
 
 log = logging.getLogger("enrich.lookup.cache.full")
-
-
-@runtime_checkable
-class ListableSource(Protocol):
-    """A source a full cache can load whole.
-
-    ``store_key(key)`` names a lookup key as the store does (raising ``TypeError`` or
-    ``ValueError`` for a key that does not fit); ``scan_dimension(page_rows)`` yields
-    ``({store key: answer}, bytes read)`` pages covering the whole dimension, answers as
-    ``lookup_many`` gives them.
-    """
-
-    def store_key(self, key: Any) -> Hashable: ...
-
-    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Mapping[Any, Any], int]]: ...
 
 
 @dataclass(frozen=True, eq=False)

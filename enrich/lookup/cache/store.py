@@ -9,11 +9,11 @@ entry found expired. Recency is kept lazily (:mod:`enrich.lookup.cache.recency`)
 
 An entry holds the rows as the per-row join uses them (tuples), or, when the columnar
 lane filled it, the position of its row in the store's :attr:`CacheStore.slab` (Arrow
-columns the lane takes hits from with one ``take``; see :mod:`enrich.lookup.lane.cache`);
+columns the lane takes hits from with one ``take``; see :mod:`enrich.lookup.lane.cache_probe`);
 ``get`` turns such a position into the row's tuple, so both kinds read what the other
 wrote.
 
-The settings (:class:`~enrich.lookup.cache.settings.LookupCache`) make the store, once per
+The settings (:class:`~enrich.lookup.cache.lookup_cache.LookupCache`) make the store, once per
 process and scope. Imports no pyspark.
 """
 
@@ -41,7 +41,8 @@ _rows = itemgetter(1)
 
 
 class CachePolicy(Protocol):
-    """What a store reads of its settings (a :class:`~enrich.lookup.cache.settings.LookupCache`)."""
+    """What a store reads of its settings (a
+    :class:`~enrich.lookup.cache.lookup_cache.LookupCache`)."""
 
     @property
     def max_rows(self) -> int | None: ...

@@ -3,7 +3,7 @@
 A key the lane fills is cached as its row's position in the store's slab (an int), its
 1:N rows (a list) or a miss; a probe reads the positions back as one int64 array. The
 helpers here convert between those Python entries and Arrow in C-level passes; the
-probe, fill and merge that use them are :mod:`enrich.lookup.lane.cache`.
+probe, fill and merge that use them are :mod:`enrich.lookup.lane.cache_probe`.
 
 Imports no pyspark.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..cache.store import MISS
-from .columnar import ColumnarAnswer, struct_tuples
+from ..contract.columnar_answer import ColumnarAnswer, struct_tuples
 
 
 def needed(slots: pa.Array) -> int:

@@ -2,8 +2,8 @@
 
 A :class:`ChunkResolver` runs on the runtime loop. For a chunk's distinct keys it probes
 the cache (the store the per-row join of the same source uses), asks the source for the
-keys the cache did not answer (:mod:`enrich.lookup.lane.calls`), and, with retries,
-asks again per the per-row join's rules (:mod:`enrich.lookup.lane.retry`).
+keys the cache did not answer (:mod:`enrich.lookup.lane.source_calls`), and, with retries,
+asks again per the per-row join's rules (:mod:`enrich.lookup.lane.key_retries`).
 
 Without retries the fetched answer is handed over undecoded: the task thread decodes
 it, takes the chunk's rows from it and the cache's hits in one ``take``, and hands the
@@ -23,13 +23,12 @@ import pyarrow as pa
 from ...engine.clock import LoopClock
 from ...engine.mailbox.hold import Deadline, Hold, set_hold
 from ...engine.retry import RetryStrategy
-from ..cache.settings import LookupCache
+from ..cache.lookup_cache import LookupCache, cache_scope
 from ..cache.store import CacheStore
-from ..join import _scope
-from .cache import CacheProbe
-from .calls import LaneCalls, Resolved
-from .columnar import ColumnarAnswer, ColumnarSource
-from .retry import with_retries
+from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource
+from .cache_probe import CacheProbe
+from .key_retries import with_retries
+from .source_calls import LaneCalls, Resolved
 
 
 class ChunkResolver:
@@ -65,7 +64,7 @@ class ChunkResolver:
         """The store the per-row join of this source uses too, or None without a cache."""
         if self.cache is None:
             return None
-        return self.cache.storage(_scope(self.source))  # type: ignore[arg-type]
+        return self.cache.storage(cache_scope(self.source))
 
     async def resolve(self, distinct: pa.Array) -> Resolved:
         """What the cache and the source answer for ``distinct`` (distinct, non-null keys)."""

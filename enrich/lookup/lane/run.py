@@ -7,7 +7,7 @@ taken by index. While the task thread assembles one chunk, the requests of the c
 after it are already in flight on the runtime loop, up to ``capacity`` rows.
 
 Per-row Python remains only for a chunk that needs it: one with an error, a 1:N key or
-a timeout goes through :func:`enrich.lookup.joined.assemble`, exactly as the per-row
+a timeout goes through :func:`enrich.lookup.outcome.assemble`, exactly as the per-row
 join assembles it, so its rows get the same outcomes, reasons and metrics.
 
 Semantics (those of the per-row join, see the README's table):
@@ -21,16 +21,16 @@ Semantics (those of the per-row join, see the README's table):
   requests as the per-row join does.
 
 The loop's side (:mod:`enrich.lookup.lane.resolve`) probes the cache when a chunk is
-admitted and makes the requests (:mod:`enrich.lookup.lane.calls`), with retries per the
-per-row join's rules (:mod:`enrich.lookup.lane.retry`; a key pending in two chunks at
+admitted and makes the requests (:mod:`enrich.lookup.lane.source_calls`), with retries per the
+per-row join's rules (:mod:`enrich.lookup.lane.key_retries`; a key pending in two chunks at
 once is asked for each). Decoding happens on the task thread where it can: a source with
-``fetch_arrow`` (see :class:`~enrich.lookup.lane.columnar.ColumnarSource`) hands the
+``fetch_arrow`` (see :class:`~enrich.lookup.contract.columnar_answer.ColumnarSource`) hands the
 raw replies over with a decode step, which the task thread runs when it assembles the
 chunk; it takes the chunk's rows from the decoded answer and the cache's hits in one
 ``take`` and hands the answer back to the loop, which fills the store (a chunk admitted
 before that fill asks those keys again, as for any key pending in two chunks). The cache
 is probed, filled and merged a chunk's distinct keys at a time
-(:mod:`enrich.lookup.lane.cache`), in the store the per-row join of the same source uses.
+(:mod:`enrich.lookup.lane.cache_probe`), in the store the per-row join of the same source uses.
 
 Imports no pyspark.
 """
@@ -47,38 +47,44 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...engine.records.call_metrics import JoinMetrics
+from ...engine.records.failure import Failed
 from ...engine.retry import RetryStrategy
 from ...engine.runtime import get_loop
-from ..cache.settings import MISS, LookupCache
-from ..joined import NULL_KEY, Failed, JoinedChunk, assemble
-from ..metrics import JoinMetrics
-from .calls import LaneCalls, Resolved
-from .columnar import ColumnarAnswer, ColumnarSource, struct_rows
+from ..cache.lookup_cache import MISS, LookupCache
+from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, struct_rows
+from ..outcome import NULL_KEY, ColumnarJoined, JoinedChunk, assemble
 from .resolve import ChunkResolver
+from .source_calls import LaneCalls, Resolved
 
 
 @dataclass(slots=True)
-class ColumnarJoined:
-    """A chunk joined on the columnar lane.
+class LaneChunk:
+    """A chunk admitted to the lane (:meth:`ColumnarLane.start`): its distinct keys'
+    lookups are under way on the runtime loop until :meth:`ColumnarLane.finish`.
 
     Attributes:
         tag: the chunk's tag, as given.
-        structs: one dimension struct per input row (null: nothing joined).
-        keep: the rows that stay (an inner join's filter), or None for all of them.
+        size: its rows.
+        indices: for each row, its key's position among ``distinct`` (null: a null key).
+        distinct: the chunk's distinct non-null keys.
+        future: what the loop resolves for them.
     """
 
-    tag: Any
-    structs: pa.StructArray
-    keep: pa.Array | None
-
-
-@dataclass(slots=True)
-class _Pending:
     tag: Any
     size: int
     indices: pa.Array
     distinct: pa.Array
     future: Future[Resolved]
+
+    def is_answered(self) -> bool:
+        """Whether the loop has resolved the chunk's keys (:meth:`ColumnarLane.finish`
+        then does not wait)."""
+        return self.future.done()
+
+    def cancel(self) -> None:
+        """Cancel the chunk's requests (a run closed early)."""
+        self.future.cancel()
 
 
 def is_columnar_key(keys: pa.Array) -> bool:
@@ -91,7 +97,12 @@ def is_columnar_key(keys: pa.Array) -> bool:
 
 
 class ColumnarLane:
-    """Runs a join's chunks ``(tag, keys)`` on the columnar lane (see the module docstring).
+    """Runs a join's chunks ``(tag, keys)`` on the columnar lane (see the module docstring):
+    one of the two :class:`~enrich.lookup.interface.JoinEngine` s.
+
+    A chunk is admitted by :meth:`start` and handed out by :meth:`finish`; :meth:`run`
+    pulls chunks through both (``capacity`` rows in flight at most), and a caller that is
+    pushed its chunks (an Arrow table function) calls them itself.
 
     Args:
         source: a :class:`ColumnarSource`.
@@ -137,40 +148,51 @@ class ColumnarLane:
     ) -> Generator[ColumnarJoined | JoinedChunk, None, None]:
         """Yields one result per chunk, in input order; a chunk larger than ``capacity``
         is admitted alone. Closing the iterator cancels the requests still in flight."""
-        loop = get_loop()
-        pending: deque[_Pending] = deque()
+        pending: deque[LaneChunk] = deque()
         in_flight = 0
         try:
             for tag, keys in chunks:
                 size = len(keys)
-                while pending and (in_flight + size > self.capacity or pending[0].future.done()):
+                while pending and (in_flight + size > self.capacity or pending[0].is_answered()):
                     head = pending.popleft()
                     in_flight -= head.size
-                    yield self._assemble(head)
-                encoded = pc.dictionary_encode(keys) if size else None
-                indices = encoded.indices if encoded is not None else pa.array([], pa.int32())
-                distinct = encoded.dictionary if encoded is not None else keys
-                future = asyncio.run_coroutine_threadsafe(self._resolve(distinct), loop)
-                pending.append(_Pending(tag, size, indices, distinct, future))
+                    yield self.finish(head)
+                pending.append(self.start(tag, keys))
                 in_flight += size
-                self.metrics.rows_in += size
-                self.metrics.coalesced += size - indices.null_count - len(distinct)
             while pending:
-                yield self._assemble(pending.popleft())
-            if self._filled is not None:  # the store holds the run's answers when it ends
-                self._filled.result()
+                yield self.finish(pending.popleft())
+            self.wait_filled()
         finally:
             for item in pending:
-                item.future.cancel()
+                item.cancel()
 
-    # -- on the loop ---------------------------------------------------------------------
+    def statistics(self) -> JoinMetrics:
+        """The lane's metrics so far (a copy)."""
+        copy = JoinMetrics()
+        copy.merge(self.metrics)
+        return copy
 
-    async def _resolve(self, distinct: pa.Array) -> Resolved:
-        return await self._resolver.resolve(distinct)
+    def start(self, tag: Any, keys: pa.Array) -> LaneChunk:
+        """Admit a chunk: its distinct keys' lookups start at once on the runtime loop."""
+        size = len(keys)
+        encoded = pc.dictionary_encode(keys) if size else None
+        indices = encoded.indices if encoded is not None else pa.array([], pa.int32())
+        distinct = encoded.dictionary if encoded is not None else keys
+        future = asyncio.run_coroutine_threadsafe(self._resolver.resolve(distinct), get_loop())
+        self.metrics.rows_in += size
+        self.metrics.coalesced += size - indices.null_count - len(distinct)
+        return LaneChunk(tag, size, indices, distinct, future)
+
+    def wait_filled(self) -> None:
+        """Wait until the store holds the answers of the chunks handed out (a run's end:
+        the next run of the process finds them cached)."""
+        if self._filled is not None:
+            self._filled.result()
 
     # -- on the task thread --------------------------------------------------------------
 
-    def _assemble(self, item: _Pending) -> ColumnarJoined | JoinedChunk:
+    def finish(self, item: LaneChunk) -> ColumnarJoined | JoinedChunk:
+        """A started chunk's rows (waiting for its answers if need be), in row order."""
         resolved = item.future.result()
         metrics = self.metrics
         metrics.requests += resolved.requests
@@ -210,7 +232,7 @@ class ColumnarLane:
         metrics.rows_out += item.size
         return ColumnarJoined(item.tag, structs, None)
 
-    def _per_row(self, item: _Pending, answer: ColumnarAnswer) -> JoinedChunk:
+    def _per_row(self, item: LaneChunk, answer: ColumnarAnswer) -> JoinedChunk:
         """A chunk with errors, timeouts or 1:N keys, assembled row by row."""
         distinct = item.distinct.to_pylist()
         rows = struct_rows(answer.rows)

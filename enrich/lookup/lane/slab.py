@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from .columnar import struct_tuples
+from ..contract.columnar_answer import struct_tuples
 
 if TYPE_CHECKING:
     from ..cache.store import CacheStore

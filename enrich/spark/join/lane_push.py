@@ -11,17 +11,14 @@ the per-row path.
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ...engine.runtime import get_loop
-from ...lookup.joined import JoinedChunk
-from ...lookup.lane.run import ColumnarLane, _Pending
-from .batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
+from ...lookup.lane.run import ColumnarLane, LaneChunk
+from ...lookup.outcome import JoinedChunk
+from .join_batches import JoinPlan, _columnar_batch, _joined_batch, _slices, enrich_batches
 
 
 class LanePush:
@@ -31,7 +28,7 @@ class LanePush:
         self.plan = plan
         self.schema = pa.schema([*first.schema, *plan.arrow_fields()])
         self.lane: ColumnarLane | None = plan.lane(first.column(plan.on[0]))
-        self._pending: deque[_Pending] = deque()
+        self._pending: deque[LaneChunk] = deque()
         self._in_flight = 0
         self._reported = False
 
@@ -47,37 +44,30 @@ class LanePush:
             if size == 0:
                 continue
             pending = self._pending
-            while pending and (self._in_flight + size > lane.capacity or pending[0].future.done()):
+            while pending and (self._in_flight + size > lane.capacity or pending[0].is_answered()):
                 yield from self._hand_out(pending.popleft())
-            keys = piece.column(key)
-            encoded = pc.dictionary_encode(keys)
-            distinct = encoded.dictionary
-            future = asyncio.run_coroutine_threadsafe(lane._resolve(distinct), get_loop())
-            pending.append(_Pending(piece, size, encoded.indices, distinct, future))
+            pending.append(lane.start(piece, piece.column(key)))
             self._in_flight += size
-            lane.metrics.rows_in += size
-            lane.metrics.coalesced += size - encoded.indices.null_count - len(distinct)
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         """Yield the output of every batch still in flight, in order."""
         while self._pending:
             yield from self._hand_out(self._pending.popleft())
-        filled = getattr(self.lane, "_filled", None)
-        if filled is not None:  # the cache holds the answers when the task ends, as run()'s
-            filled.result()
+        if self.lane is not None:  # the cache holds the answers when the task ends, as run()'s
+            self.lane.wait_filled()
         self._report()
 
     def close(self) -> None:
         """Cancel what is still in flight (a failed or abandoned task)."""
         for item in self._pending:
-            item.future.cancel()
+            item.cancel()
         self._pending.clear()
         self._report()
 
-    def _hand_out(self, item: _Pending) -> Iterator[pa.RecordBatch]:
+    def _hand_out(self, item: LaneChunk) -> Iterator[pa.RecordBatch]:
         assert self.lane is not None
         self._in_flight -= item.size
-        joined = self.lane._assemble(item)
+        joined = self.lane.finish(item)
         if isinstance(joined, JoinedChunk):
             if joined.indices:
                 yield _joined_batch(self.plan, joined, self.schema)

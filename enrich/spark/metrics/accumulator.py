@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ...lookup.metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics
 from .observed import observed_statistics
 
 log = logging.getLogger("enrich.spark")

@@ -5,7 +5,7 @@ no accumulators): each micro-batch's ``StreamingQueryProgress.observedMetrics`` 
 entry ``enrich.<join name>`` with the join's counters in that batch (rows_in, rows_out,
 hits, misses, null_keys, requests, keys_requested, coalesced, cache_hits, cache_misses,
 retries, timeouts) and ``errors``, a map from reason to records. The worker's side is
-:mod:`enrich.spark.metrics.rows`: a task's counts ride on one extra row of the join's
+:mod:`enrich.spark.metrics.metric_rows`: a task's counts ride on one extra row of the join's
 output, which :func:`observed` sums and then removes.
 
 A name used by two joins of one query (an observation name must be unique in a query)
@@ -23,8 +23,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
-from ...lookup.metrics import JoinMetrics
-from .rows import COUNTERS, LEVELS, METRICS_COLUMN
+from ...engine.records.call_metrics import JoinMetrics
+from .metric_rows import COUNTERS, LEVELS, METRICS_COLUMN
 
 __all__ = ("PREFIX", "metrics_field", "observed", "observed_statistics", "observed_values")
 

@@ -11,14 +11,14 @@ Options:
     dead_letter: a stream receiving the rows whose error column (``error_column``,
         default ``enrich_error``) is not null, in the same commit as the good rows.
     checkpointLocation: the query's checkpoint; with the target, it names the writer's
-        commit marker (see :class:`~enrich.spark.sink.rows.SinkSettings`). A
+        commit marker (see :class:`~enrich.spark.sink.row_writes.SinkSettings`). A
         transactional streaming query needs it.
     stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
     maxRowsPerCommit: transactional mode: the most rows one commit script publishes.
         Stepwise (the default): a batch of any size is published in steps of at most this
         many rows (default 2,000; ``0``: one step). With ``atomicCommit``: the largest
         batch accepted (default: no limit); a larger one fails with
-        :class:`~enrich.spark.sink.commit.CommitTooLarge` and publishes nothing.
+        :class:`~enrich.spark.sink.two_phase.CommitTooLarge` and publishes nothing.
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
         grows with the batch (3.5-8 us a row).
@@ -33,7 +33,7 @@ and the same source offsets):
   batch while it is written. Stream appends (and dead letters) are at-least-once in
   this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.sink.commit`); the driver's ``commit`` publishes the batch in
+  (:mod:`~enrich.spark.sink.two_phase`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
   the batch's durable cursor, and the last step records the batch id. A batch id
   already committed is skipped, and a replay of a batch whose publish was cut short
@@ -41,7 +41,7 @@ and the same source offsets):
   appear step by step (a prefix of it, in staging order); with ``atomicCommit`` whole
   or not at all. ``abort`` deletes staging only, never that of a started publish. The
   commit publishes nothing and fails the batch when a staging list does not hold the
-  rows its task reported (:class:`~enrich.spark.sink.commit.StagingMismatch`). A
+  rows its task reported (:class:`~enrich.spark.sink.two_phase.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
 - a batch write (``df.write``) is published the same way under a token of its own (no
   marker, no replay): if its commit fails after a step, the steps done stay published
@@ -54,7 +54,6 @@ schema reads them back unchanged.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
@@ -73,9 +72,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, columns, hooks, joined, two_phase
+from ..stages.pipeline import ArrowFunction
+from . import by_source, columns, hooks, two_phase
 from .codec import pack
-from .rows import RowEncoder, SinkMode, SinkSettings
+from .row_writes import RowEncoder, SinkMode, SinkSettings
 
 log = logging.getLogger("enrich.spark.sinks")
 
@@ -135,18 +135,18 @@ class _RedisWriter:
         schema: StructType,
         token: str | None,
         cluster: bool = False,
-        transform: joined.Transform | None = None,
+        stage: ArrowFunction | None = None,
     ) -> None:
         self.settings = settings
-        self.schema = schema  # what is written: the joins' output under ``transform``
+        self.schema = schema  # what is written: the stage's output under ``stage``
         RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
-        self.transform = transform  # the joins run here (enrich.spark.sink.joined)
+        self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.stage_sink)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
-        if self.transform is not None:
-            items = self.transform(iter(items))
+        if self.stage is not None:
+            items = self.stage(iter(items))
         if self.settings.source is not None:  # every row's source entry, checked first
             items = by_source.checked(items, self.settings.source, self.schema)
         partition, attempt, batch_id = _task()
@@ -341,11 +341,6 @@ class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
 class RedisSinkDataSource(DataSource):
     """``writeStream.format("redis")`` and ``write.format("redis")``."""
 
-    # Set on the subclasses enrich.spark.sink.joined registers: joins run on the input
-    # in each task, and the schema they yield.
-    join: joined.Transform | None = None
-    joined_schema: str | None = None
-
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.settings = SinkSettings.of(options)
@@ -355,17 +350,21 @@ class RedisSinkDataSource(DataSource):
         return "redis"
 
     def _written(self, schema: StructType) -> StructType:
-        """The schema of the rows written: the joins' output when the sink runs them."""
-        if self.joined_schema is None:
-            return schema
-        return StructType.fromJson(json.loads(self.joined_schema))
+        """The schema of the rows written (a :class:`~enrich.spark.sink.stage_sink.
+        StageRedisSink` writes its stage's output, not its input)."""
+        return schema
+
+    def _stage(self) -> ArrowFunction | None:
+        """The Python stage the writers run on their input first (none here; see
+        :class:`~enrich.spark.sink.stage_sink.StageRedisSink`)."""
+        return None
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=False)
         cluster = self._cluster()
         token = f"w{uuid.uuid4().hex}"
-        return RedisBatchWriter(self.settings, schema, token, cluster, self.join)
+        return RedisBatchWriter(self.settings, schema, token, cluster, self._stage())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -375,7 +374,7 @@ class RedisSinkDataSource(DataSource):
             )
         schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
-        return RedisStreamWriter(self.settings, schema, None, self._cluster(), self.join)
+        return RedisStreamWriter(self.settings, schema, None, self._cluster(), self._stage())
 
     def _cluster(self) -> bool:
         """Whether the target is a Redis Cluster (asked once, on the driver, before any
@@ -386,20 +385,3 @@ class RedisSinkDataSource(DataSource):
                 CLUSTER_TRANSACTIONAL.format(url=redis_options.masked(self.settings.url))
             )
         return cluster
-
-
-def joined_format(spark: Any, join: joined.SinkJoin) -> str:
-    """Register a ``redis`` sink that runs ``join`` on its input in each task
-    (:mod:`~enrich.spark.sink.joined`); returns the format name to write with (unique to
-    this call)."""
-    name = f"redis-joined-{uuid.uuid4().hex[:12]}"
-    body = {
-        "join": staticmethod(join.transform),
-        "joined_schema": join.schema.json(),
-        "name": classmethod(lambda cls: name),
-        "__module__": __name__,
-    }
-    # A class made here is not an attribute of any module, so Spark pickles it by value.
-    sink = type("RedisJoinedSink", (RedisSinkDataSource,), body)
-    spark.dataSource.register(sink)
-    return name

@@ -35,7 +35,7 @@ import pyarrow as pa
 from enrich import EnrichError
 
 from . import frames, hooks
-from .rows import RowEncoder
+from .row_writes import RowEncoder
 
 CHUNK_ROWS = 1_000  # rows per MULTI (about a round trip and 1-2 ms of Redis time each)
 CLUSTER_CHUNK = 500  # rows per cluster pipeline

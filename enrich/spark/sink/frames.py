@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import codec
-from .rows import RowEncoder
+from .row_writes import RowEncoder
 
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 _CRLF = b"\r\n"

@@ -21,7 +21,6 @@ Works on pyspark 3.5 and 4.0 (an iterator pandas UDF passing the same Arrow arra
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -35,24 +34,20 @@ try:
 except ImportError:  # pyspark < 4.1 (3.5, 4.0): a pandas UDF on the same arrays
     arrow_udf = None  # type: ignore[assignment]
 
-from ...engine.model import OutputMode
-from ...engine.settings import DEFAULT_TIMEOUT
-from ...lookup.dimension.schema import SchemaLike
-from ...mapping.settings import DEFAULT_BATCH_WAIT, DEFAULT_MAP_CAPACITY, MapSettings
-from ..mapping.batches import MapPlan
-from ..mapping.dataframe import check_function
-from ..mapping.structs import map_structs
+from ...engine.records.record_schema import SchemaLike
+from ...maps.map_settings import DEFAULT_BATCH_WAIT, MapSettings
+from ..async_maps.map_frame import map_plan, map_settings
+from ..async_maps.structs import map_structs
 from ..metrics.accumulator import register
-from ..types import spark_type
+from ..spark_types import spark_type
+from ..stages.operator_settings import SQL_ASYNC_UDF, OperatorSettings
 
 if TYPE_CHECKING:
-    from enrich.protect import JobRateLimit
+    from typing_extensions import Unpack
 
-    from ...engine.retry import RetryStrategy
+    from ..stages.operator_settings import MapCallKnobs
 
 __all__ = ("register_async_udf",)
-
-_SQL_ON_ERROR = ("fail", "null", "error_column")
 
 
 def register_async_udf(
@@ -61,16 +56,11 @@ def register_async_udf(
     fn: Any,
     returns: SchemaLike,
     *,
-    capacity: int = DEFAULT_MAP_CAPACITY,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    retry: RetryStrategy | None = None,
-    on_error: str = "fail",
-    error_column: str = "enrich_error",
     batch_size: int | None = None,
     batch_wait: float = DEFAULT_BATCH_WAIT,
-    job_rate_limit: JobRateLimit | None = None,
-    concurrency: int | str | None = None,
     arguments: Sequence[str] | None = None,
+    settings: OperatorSettings | None = None,
+    **knobs: Unpack[MapCallKnobs],
 ) -> Any:
     """Register ``name(...)`` as a Spark SQL function calling ``fn`` for each row.
 
@@ -82,8 +72,9 @@ def register_async_udf(
             :class:`~enrich.AsyncFunction`, or with ``batch_size`` ``async def
             fn(rows: list[dict]) -> list``.
         returns: the struct's fields, as Spark DDL (``"score double, label string"``).
-        capacity / timeout / retry / batch_size / batch_wait / job_rate_limit /
-            concurrency: as for :func:`enrich.spark.async_map`.
+        batch_size / batch_wait / settings, and the knobs capacity / timeout / retry /
+            job_rate_limit / concurrency: as for :func:`enrich.spark.async_map` (rows
+            keep their order: no mode).
         on_error: "fail", "null" or "error_column" (a SQL function cannot drop a row).
         error_column: the struct field holding the reason under "error_column".
         arguments: the names of the function's arguments, in order, when it is called
@@ -98,33 +89,11 @@ def register_async_udf(
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
-    if on_error not in _SQL_ON_ERROR:
-        raise ValueError(f"on_error must be one of {_SQL_ON_ERROR} for SQL, got {on_error!r}")
     names = _check_arguments(arguments)
-    settings = MapSettings(
-        returns=returns,
-        mode=OutputMode.ORDERED,  # a batch's structs line up with its rows
-        capacity=capacity,
-        timeout=timeout,
-        retry=retry,
-        on_error=on_error,
-        error_column=error_column,
-        batch_size=batch_size,
-        batch_wait=batch_wait,
-        concurrency=concurrency,
-        job_rate_limit=job_rate_limit,
-    )
-    check_function(fn, batched=batch_size is not None)
-    plan = MapPlan(
-        name=name,
-        key=uuid.uuid4().hex,
-        fn=fn,
-        columns=tuple(settings.returns.names),
-        settings=settings,
-        accumulator=register(spark, name),
-    )
+    mapping = map_settings(SQL_ASYNC_UDF, fn, returns, settings, knobs, batch_size, batch_wait)
+    plan = map_plan(name, fn, mapping, register(spark, name))
     function = partial(map_structs, plan, names)
-    return_type = async_struct_type(settings)
+    return_type = async_struct_type(mapping)
     if arrow_udf is None:
         from .pandas_udf import pandas_struct_udf
 

@@ -2,7 +2,7 @@
 
 There the function is an iterator pandas UDF (``Iterator[pd.Series]`` to
 ``Iterator[pd.DataFrame]``) running the very worker-side code of the Arrow UDF
-(:func:`enrich.spark.join.batches.lookup_structs_for`), on the same Arrow arrays: the columnar
+(:func:`enrich.spark.join.join_batches.lookup_structs_for`), on the same Arrow arrays: the columnar
 lane, the cache, the pools. Two hooks in the Python worker's pandas UDF serializer make
 that possible:
 
@@ -35,8 +35,8 @@ from typing import Any, cast
 import pandas as pd
 import pyarrow as pa
 
-from ..join.batches import JoinPlan, lookup_structs_for
-from ..join.keys import checked_key_arrays
+from ..join.join_batches import JoinPlan, lookup_structs_for
+from ..join.key_columns import checked_key_arrays
 
 __all__ = ("pandas_lookup_udf", "pandas_struct_udf", "install_worker_hooks")
 

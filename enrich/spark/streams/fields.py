@@ -280,7 +280,7 @@ class EntryDecoder:
         )
 
     def statistics(self) -> dict[str, int]:
-        """The counts an accumulator adds up (see :mod:`enrich.spark.streams.metrics`)."""
+        """The counts an accumulator adds up (see :mod:`enrich.spark.streams.stream_counts`)."""
         counts = {"entries": self.entries, "malformed": self.malformed, "dropped": self.dropped}
         return {k: v for k, v in counts.items() if v}
 

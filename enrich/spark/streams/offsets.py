@@ -38,7 +38,7 @@ from .loss import (
 )
 
 if TYPE_CHECKING:
-    from .settings import StreamSettings
+    from .stream_options import StreamSettings
 
 
 def text(value: bytes | str) -> str:

@@ -20,12 +20,12 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from .columnar import PageBatches, arrow_conversion
 from .loss import StreamDataLoss, detect_loss, parse_id, stream_info
 from .offsets import text
+from .page_batches import PageBatches, arrow_conversion
 
 if TYPE_CHECKING:
-    from .settings import StreamSettings
+    from .stream_options import StreamSettings
 
 PAGE = 1000  # entries per XRANGE call while reading a partition
 LAST_SEQ = 2**64 - 1  # the largest sequence number of an entry id
@@ -94,7 +94,7 @@ def read_partition(
     settings: StreamSettings, schema: StructType, partition: RedisStreamPartition, counter: Any
 ) -> Iterator[Any]:
     """Every entry of the partition in id order (paged ``XRANGE``): a record batch a page
-    (:mod:`~enrich.spark.streams.columnar`), or rows where pyspark cannot take batches."""
+    (:mod:`~enrich.spark.streams.page_batches`), or rows where pyspark cannot take batches."""
     decoder = settings.decoder(schema, partition.stream)
     conversion = arrow_conversion(schema)
     batches = PageBatches(decoder, schema, conversion) if conversion is not None else None

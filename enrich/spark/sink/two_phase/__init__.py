@@ -1,14 +1,13 @@
 """Two-phase commit on one Redis: staging lists, a publishing plan, and the Lua script
 that publishes a batch in bounded steps, keyed by batch id or by the source record.
 
-- :mod:`.keys`: where a writer keeps its state (marker, marks, staging, plan).
+- :mod:`.state_keys`: where a writer keeps its state (marker, marks, staging, plan).
 - :mod:`.script`: the step and abort scripts, and the rules they keep.
 - :mod:`.publish`: the driver's commit and abort around them.
 - :mod:`.errors`: what a commit reports, and what stops it.
 
 Needs a standalone Redis: a script may only touch keys of one node, so the sink refuses
-a Redis Cluster in transactional mode when the query starts. (``enrich.spark.sink.commit``
-is this package's former path, still importable.)
+a Redis Cluster in transactional mode when the query starts.
 """
 
 from __future__ import annotations
@@ -20,16 +19,6 @@ from .errors import (
     SourceIdMissing as SourceIdMissing,
     StagingMismatch as StagingMismatch,
 )
-from .keys import (
-    ONE_SOURCE as ONE_SOURCE,
-    PREFIX as PREFIX,
-    index_key as index_key,
-    marker_key as marker_key,
-    plan_key as plan_key,
-    sources_key as sources_key,
-    staging_key as staging_key,
-    staging_prefix as staging_prefix,
-)
 from .publish import (
     PAGE as PAGE,
     SourceFields as SourceFields,
@@ -39,6 +28,16 @@ from .publish import (
     published_marks as published_marks,
 )
 from .script import ABORT_SCRIPT as ABORT_SCRIPT, STEP_SCRIPT as STEP_SCRIPT
+from .state_keys import (
+    ONE_SOURCE as ONE_SOURCE,
+    PREFIX as PREFIX,
+    index_key as index_key,
+    marker_key as marker_key,
+    plan_key as plan_key,
+    sources_key as sources_key,
+    staging_key as staging_key,
+    staging_prefix as staging_prefix,
+)
 
 __all__ = (
     "ABORT_SCRIPT",

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import PublishConflict, Published, SourceIdMissing, StagingMismatch
-from .keys import index_key, marker_key, plan_key, sources_key, staging_prefix
 from .script import ABORT_SCRIPT, STEP_SCRIPT
+from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix
 
 PAGE = 1000  # staged operations read per LRANGE inside the script
 

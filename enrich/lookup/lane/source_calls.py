@@ -1,0 +1,213 @@
+"""The columnar lane's calls to its source: one attempt for a chunk's keys, on the loop.
+
+An attempt splits the keys into calls of at most ``max_batch`` keys (one call when the
+source bounds its own requests), runs them concurrently until the chunk's deadline
+(which moves on while a rate limit holds the chunk's requests back, see
+:mod:`enrich.engine.mailbox.hold`), and returns their parts in key order: answers, or replies
+still to decode (:class:`Fetched`, from a source's ``fetch_arrow``).
+:meth:`LaneCalls.settle` turns the parts into one answer on whichever thread calls it.
+A call that raises, a decode step that raises, or a call still out at the deadline
+fails only its own keys.
+
+Imports no pyspark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from ..._errors import LookupTimeout
+from ...engine.mailbox.hold import Deadline
+from ..contract.columnar_answer import (
+    ColumnarAnswer,
+    ColumnarSource,
+    Decode,
+    concat_answers,
+    rows_to_struct,
+)
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A call's answer still to decode: its keys, its attempt number and decode step."""
+
+    keys: pa.Array
+    number: int
+    decode: Decode
+
+
+Part = ColumnarAnswer | Fetched
+
+
+@dataclass(slots=True)
+class Resolved:
+    """What the loop found for a chunk's distinct keys, and its counters.
+
+    ``parts``, when set, are the answer still to settle on the task thread (aligned with
+    the asked keys, in order), and ``probe`` what the cache held for the other keys
+    (a :class:`~enrich.lookup.lane.cache_probe.CacheProbe`, or None without a cache);
+    ``probe`` without ``parts``: the cache held every key, and the task thread takes
+    the rows from the probe; otherwise ``answer`` is the answer."""
+
+    answer: ColumnarAnswer
+    parts: list[Part] | None = None
+    requests: int = 0
+    keys_requested: int = 0
+    latencies: list[float] = field(default_factory=list)
+    cache_hits: int = 0
+    cache_misses: int = 0
+    retries: int = 0
+    probe: Any = None
+
+
+class LaneCalls:
+    """How a lane asks its source (see the module docstring).
+
+    Args:
+        source: a :class:`ColumnarSource`.
+        struct_type: the Arrow struct of the dimension fields.
+        timeout: the join's timeout (named in a :class:`LookupTimeout`), or None.
+        max_batch: keys per call at most.
+    """
+
+    __slots__ = ("max_batch", "source", "struct_type", "timeout")
+
+    def __init__(
+        self,
+        source: ColumnarSource,
+        struct_type: pa.StructType,
+        timeout: float | None,
+        max_batch: int,
+    ) -> None:
+        self.source = source
+        self.struct_type = struct_type
+        self.timeout = timeout
+        self.max_batch = max_batch
+
+    async def attempt(
+        self, keys: pa.Array, number: int, deadline: Deadline | None, resolved: Resolved
+    ) -> list[Part]:
+        """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
+        call that raises fails its keys, one still out at the deadline times them out;
+        cancelling the attempt (the lane closed) cancels its calls. The parts, in key
+        order, are still to settle (:meth:`settle`)."""
+        loop = asyncio.get_running_loop()
+        size = self.max_batch
+        if getattr(self.source, "splits_requests", False):
+            # The source bounds its own requests (RedisLookup: MGETs of its max_batch,
+            # pipelined); one call per attempt lets it decode them in one go, which
+            # costs one GIL hand-over instead of one per request (measured: the decoder
+            # releases the GIL and then waits up to the switch interval to get it back).
+            size = max(1, len(keys))
+        slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
+        calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
+        try:
+            late = await wait_within(calls, deadline)
+        except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves them be
+            for call in calls:
+                call.cancel()
+            raise
+        parts: list[Part] = []
+        for call, part in zip(calls, slices, strict=True):
+            if call in late:
+                call.cancel()
+                parts.append(self.failed(part, None, number))
+            elif call.exception() is not None:
+                parts.append(self.failed(part, call.exception(), number))
+            else:
+                parts.append(call.result())
+        return parts
+
+    async def _call(self, keys: pa.Array, number: int, resolved: Resolved) -> Part:
+        loop = asyncio.get_running_loop()
+        resolved.requests += 1
+        resolved.keys_requested += len(keys)
+        fetch = getattr(self.source, "fetch_arrow", None)
+        started = loop.time()
+        try:
+            if fetch is not None:
+                return Fetched(keys, number, await fetch(keys, self.struct_type))
+            answer = await self.source.lookup_arrow(keys, self.struct_type)
+        finally:
+            resolved.latencies.append(loop.time() - started)
+        _check_length(answer, keys)
+        return answer
+
+    def settle(self, parts: Sequence[Part]) -> ColumnarAnswer:
+        """The answer of an attempt's parts, decoding the fetched ones (on the calling
+        thread); a decode step that raises fails its call's keys, as a call that raises
+        does."""
+        answers: list[ColumnarAnswer] = []
+        for part in parts:
+            if isinstance(part, Fetched):
+                try:
+                    decoded = part.decode()
+                    _check_length(decoded, part.keys)
+                except Exception as error:  # the call's own failure, as on the loop
+                    decoded = self.failed(part.keys, error, part.number)
+                answers.append(decoded)
+            else:
+                answers.append(part)
+        if not answers:
+            return ColumnarAnswer(rows_to_struct([], self.struct_type))
+        return concat_answers(answers, self.struct_type)
+
+    def failed(self, keys: pa.Array, error: BaseException | None, number: int) -> ColumnarAnswer:
+        """Every key of a call that raised (``error``) or timed out (None)."""
+        listed = keys.to_pylist()
+        errors: dict[int, BaseException] = {}
+        for position, key in enumerate(listed):
+            errors[position] = (
+                error
+                if error is not None
+                else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, number)
+            )
+        return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
+
+
+async def wait_within(
+    calls: Sequence[asyncio.Task[Part]], deadline: Deadline | None
+) -> set[asyncio.Task[Part]]:
+    """Wait until every call is done or ``deadline`` falls; the calls still out then.
+    While the deadline's hold holds the chunk back, only the calls' end or the hold's
+    release is awaited: the deadline moves on meanwhile."""
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Future[Any]] = set(calls)
+    while pending:
+        if deadline is None:
+            await asyncio.wait(pending)
+            return set()
+        hold = deadline.hold
+        if hold is not None and hold.is_held():
+            released: asyncio.Future[None] = loop.create_future()
+            waiter = hold.when_released(partial(_resolve_once, released))
+            try:
+                _, pending = await asyncio.wait(
+                    pending | {released}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                waiter.cancel()
+                released.cancel()
+            pending.discard(released)
+            continue
+        remaining = deadline.at() - loop.time()
+        if remaining <= 0:
+            break
+        _, pending = await asyncio.wait(pending, timeout=remaining)
+    return pending  # type: ignore[return-value]
+
+
+def _resolve_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _check_length(answer: ColumnarAnswer, keys: pa.Array) -> None:
+    if len(answer) != len(keys):
+        raise TypeError(f"lookup_arrow answered {len(answer)} rows for {len(keys)} keys")

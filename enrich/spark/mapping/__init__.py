@@ -1,2 +1,0 @@
-"""``async_map`` on DataFrames: the driver's checks and plan (:mod:`.dataframe`), and the
-worker's side over Arrow batches (:mod:`.batches`)."""
