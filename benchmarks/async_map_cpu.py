@@ -3,7 +3,7 @@ client CPU a row costs (issue 43), which decides both rates at 5 ms a call on a 
 machine (both are bound by the client's CPU, not by waiting).
 
 One process drives Arrow batches of 10,000 rows (Spark's default) through
-``enrich.spark.mapping.batches.map_batches`` (``async_map``'s ``mapInArrow`` body, its
+``enrich.spark.async_maps.map_batches.map_batches`` (``async_map``'s ``mapInArrow`` body, its
 runtime loop on a thread of its own) with ``benchmarks.async_map_paths.PostRow`` (one
 aiohttp POST a row to ``benchmarks.score_service``, 5 ms), and through the hand-written
 body of ``gather_per_batch`` (per batch, ``asyncio.gather`` under a semaphore of 100 on
@@ -44,8 +44,8 @@ def batches(rows: int) -> Iterator[pa.RecordBatch]:
 
 
 def engine(base: str, mode: str, key: str) -> int:
-    from enrich.mapping.settings import MapSettings
-    from enrich.spark.mapping.batches import MapPlan, map_batches
+    from enrich.maps.map_settings import MapSettings
+    from enrich.spark.async_maps.map_batches import MapPlan, map_batches
 
     from .async_map_paths import RETURNS, PostRow
 

@@ -105,7 +105,7 @@ def _first_job(spark: Any) -> dict[str, Any]:
             btime = next(int(x.split()[1]) for x in boot if x.startswith("btime"))
         age = now - (btime + ticks / os.sysconf("SC_CLK_TCK"))
         t = time.perf_counter()
-        import enrich.spark.join.batches  # noqa: F401  (what the join's worker imports)
+        import enrich.spark.join.join_batches  # noqa: F401  (what the join's worker imports)
 
         imported = time.perf_counter() - t
         mod = sys.modules.get("enrich.spark.session")

@@ -31,7 +31,7 @@ def _marked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
     daemon = sys.modules.get("enrich.spark.session")
     warm = bool(daemon is not None and daemon.WARM)
-    preloaded = daemon is not None and "enrich.spark.join.batches" in daemon.LOADED
+    preloaded = daemon is not None and "enrich.spark.join.join_batches" in daemon.LOADED
 
     async def doubled(values: list[int]) -> list[int]:
         async def one(v: int) -> int:
