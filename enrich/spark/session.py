@@ -1,20 +1,94 @@
-"""A SparkSession with what spark-enrich needs."""
+"""A SparkSession with what spark-enrich needs, and the daemon its Python workers fork from.
+
+Spark starts one Python *daemon* per executor (``spark.python.daemon.module``, by
+default ``pyspark.daemon``) and forks every Python worker from it. A worker forked from
+the stock daemon imports ``pyspark.worker``, pyarrow, the store clients and enrich after
+the fork: seconds of a fresh worker's start on a 2-core machine, paid by every fresh
+worker of every stage (``docs/latency.md``, "A worker that starts warm"). Run as the
+daemon module (``python -m enrich.spark.session``, which Spark does when
+``spark.python.daemon.module=enrich.spark.session``), this module imports them once, in
+the daemon, then hands over to ``pyspark.daemon.manager()``: a worker forked from it
+finds them in memory (copy-on-write) and starts its first batch at once. :func:`session`
+sets it on a local master; on a cluster, ``--conf
+spark.python.daemon.module=enrich.spark.session`` (the executors' Python must import this
+package before any task runs: installed, or a packed virtualenv; a package shipped only
+with ``--py-files`` reaches the workers, not the daemon, which would then fail to start).
+
+Why importing before the fork is safe: ``pyspark.daemon`` imports the worker after the
+fork because pyarrow and pandas start threads on import, and a fork keeps only the
+forking thread. pyarrow's threads are its allocator's background thread and its thread
+pools, which Arrow re-creates in a forked child (its ``pthread_atfork`` handlers); the
+daemon runs no asyncio loop, opens no connection and starts no thread of ours. The
+runtime loop, pools, caches and a user's opened AsyncFunction are made after the fork,
+in each worker, as before.
+"""
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
+import re
 import shutil
 import sys
+import time
 
 from pyspark.sql import SparkSession
 
+DAEMON_CONF = "spark.python.daemon.module"
+WARM_DAEMON = "enrich.spark.session"
 
-def session(app_name: str = "enrich", master: str | None = None, **conf: str) -> SparkSession:
+# What the daemon imports, in this order: what a stage's first batch would otherwise
+# import in every fresh worker (``python -X importtime``, 2026-11-27, load ~5:
+# pyspark.worker 0.38 s, pandas 0.2 s, aiohttp 0.3 s, pyarrow 0.13-0.19 s, redis.asyncio
+# 0.13 s, the join/source/sink modules 0.2-0.5 s on top; 1.7-2.1 s in all). A module not
+# installed (an optional extra) is skipped.
+PRELOAD: tuple[str, ...] = (
+    "pyspark.worker",
+    "pyspark.sql.pandas.serializers",
+    "pyspark.sql.datasource",
+    "pyarrow",
+    "pyarrow.compute",
+    "pandas",
+    "orjson",
+    "redis.asyncio",
+    "aiohttp",
+    "enrich.engine.runtime",
+    "enrich.spark.join.join_batches",
+    "enrich.spark.async_maps.map_batches",
+    "enrich.spark.streams.read",
+    "enrich.spark.sink.data_source",
+    "connectors.redis",
+    "connectors.http",
+)
+
+# True in the daemon and in every worker forked from it (what a test reads in a worker);
+# the modules it imported, and the seconds that took.
+WARM = False
+LOADED: tuple[str, ...] = ()
+SECONDS = 0.0
+
+
+def session(
+    app_name: str = "enrich",
+    master: str | None = None,
+    *,
+    warm_workers: bool | None = None,
+    **conf: str,
+) -> SparkSession:
     """A SparkSession with what spark-enrich needs, after checking for Java.
 
     Sets ``PYSPARK_PYTHON`` to this interpreter when unset (Spark's Python workers must
     import pyarrow and enrich), and applies ``conf`` (dots written as ``__``:
     ``spark__sql__shuffle__partitions="4"``).
+
+    ``warm_workers``: fork Spark's Python workers from this module's daemon (see the
+    module docstring), which has imported pyspark's worker, pyarrow, the store clients
+    and this package once. None (the default) turns it on for a local master (``local``,
+    ``local[N]``, or none at all: Spark's ``local[*]``), whose workers run this very
+    interpreter; on a cluster it needs the package installed on the executors, so it is
+    opt-in there (True). A ``spark.python.daemon.module`` given in ``conf`` (or to
+    spark-submit) wins. Read when the SparkContext starts: a running one keeps its daemon.
 
     Raises:
         RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
@@ -29,6 +103,84 @@ def session(app_name: str = "enrich", master: str | None = None, **conf: str) ->
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in conf.items():
-        builder = builder.config(key.replace("__", "."), value)
+    settings = {key.replace("__", "."): value for key, value in conf.items()}
+    if warm_workers is None:
+        warm_workers = is_local(master or settings.get("spark.master") or _submitted_master())
+    if warm_workers and DAEMON_CONF not in settings and not _submitted(DAEMON_CONF):
+        settings[DAEMON_CONF] = WARM_DAEMON
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def is_local(master: str | None) -> bool:
+    """Whether ``master`` runs the executors in this driver (Spark's default: none set)."""
+    return master is None or master == "local" or master.startswith("local[")
+
+
+def _submitted_master() -> str | None:
+    """The master spark-submit was given (``PYSPARK_SUBMIT_ARGS`` for a plain Python
+    driver; the conf of spark-submit's JVM under spark-submit), or None."""
+    found = re.search(r"--master[ =](\S+)", os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    if found:
+        return found.group(1)
+    return _submitted("spark.master")
+
+
+def _submitted(key: str) -> str | None:
+    """``key`` as spark-submit set it for this driver (its JVM is already running and
+    hands its conf to the SparkContext), or None when this process starts the JVM."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM (no new one)
+    return SparkConf().get(key, None)
+
+
+# -- the daemon ----------------------------------------------------------------------
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> tuple[str, ...]:
+    """Import ``modules`` (skipping those not installed); returns the ones imported."""
+    loaded = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue  # an extra not installed: no stage of this job needs it
+        loaded.append(name)
+    return tuple(loaded)
+
+
+def daemon() -> None:
+    """Preload, then run PySpark's own daemon (it returns only when Spark stops it)."""
+    global WARM, LOADED, SECONDS
+    started = time.perf_counter()
+    LOADED = preload()
+    # Out of the collector's sight: pyspark's daemon runs gc.collect() in a worker after
+    # every task, and a collection walks (and so copies, page by page, out of the shared
+    # copy-on-write memory) every object the daemon imported: 240-780 ms a collection at
+    # load ~20, 0.0 ms frozen (2026-11-27). The modules live as long as the process.
+    gc.collect()
+    gc.freeze()
+    SECONDS = time.perf_counter() - started
+    WARM = True
+    import pyspark.daemon
+
+    manager = getattr(pyspark.daemon, "manager", None)
+    if manager is None:  # pragma: no cover - a pyspark whose daemon has no manager()
+        import runpy
+
+        runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
+        return
+    manager()
+
+
+if __name__ == "__main__":
+    # Run by Spark as ``python -m enrich.spark.session <worker module>``: this file is
+    # then ``__main__``, and the marker must live in the module a worker can look up.
+    module = importlib.import_module("enrich.spark.session")
+    # Importing the submodule binds it over the package's lazy ``session`` function.
+    vars(sys.modules["enrich.spark"]).pop("session", None)
+    module.daemon()

@@ -19,6 +19,11 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
+# The adaptive runner's sample (3.10, 3.11): starts watched before choosing, and the
+# share of instant completions (one in INSTANT) below which C tasks pay more.
+SAMPLE = 256
+INSTANT = 4
+
 # (the task to wait for, or None when the coroutine already finished; result; error)
 Started = tuple["asyncio.Task[Any] | None", Any, "BaseException | None"]
 
@@ -132,6 +137,42 @@ if sys.version_info < (3, 12):  # pragma: no branch
                 error = RuntimeError(f"task {task!r} got bad yield: {yielded!r}")
                 self._loop.call_soon(step, error, context=context)
 
-    EagerRunner: Any = _Runner311
+    class _AdaptiveRunner311:
+        """Eager starts while they pay, asyncio's C tasks once they do not.
+
+        A record that suspends goes on as asyncio's *pure-Python* task here (the C task
+        cannot be created without scheduling its first step), and each of its later steps
+        and wake-ups runs as Python code: an HTTP call through aiohttp suspends several
+        times, and those steps cost more than the eager start saves. So the runner
+        watches its first :data:`SAMPLE` starts: when fewer than one in :data:`INSTANT`
+        finished in its first step (calls that wait on the network), every later record
+        starts as a C task (``loop.create_task``: the first step one loop iteration
+        later, every step in C); otherwise it stays eager (cache hits, instant answers).
+        Either way a record's task, context, cancellation and completion are asyncio's.
+        """
+
+        __slots__ = ("_eager", "_instant", "_loop", "_starts", "start")
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self._loop = loop
+            self._eager = _Runner311(loop)
+            self._starts = 0
+            self._instant = 0
+            self.start = self._sample
+
+        def _sample(self, coro: Coroutine[Any, Any, Any]) -> Started:
+            started = self._eager.start(coro)
+            self._starts += 1
+            if started[0] is None:
+                self._instant += 1
+            if self._starts >= SAMPLE:
+                lazy = self._instant * INSTANT < self._starts
+                self.start = self._lazy if lazy else self._eager.start
+            return started
+
+        def _lazy(self, coro: Coroutine[Any, Any, Any]) -> Started:
+            return self._loop.create_task(coro), None, None
+
+    EagerRunner: Any = _AdaptiveRunner311
 else:  # pragma: no cover - exercised on the interpreters that have it
     EagerRunner = _Runner312
