@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .errors import (
     CommitTooLarge as CommitTooLarge,
+    PlanExpired as PlanExpired,
     PublishConflict as PublishConflict,
     Published as Published,
     SourceIdMissing as SourceIdMissing,
@@ -27,6 +28,7 @@ from .keys import (
     marker_key as marker_key,
     plan_key as plan_key,
     sources_key as sources_key,
+    started_key as started_key,
     staging_key as staging_key,
     staging_prefix as staging_prefix,
 )
@@ -34,25 +36,33 @@ from .publish import (
     PAGE as PAGE,
     SourceFields as SourceFields,
     abort as abort,
+    close_plan as close_plan,
     commit as commit,
     committed_batch as committed_batch,
     published_marks as published_marks,
 )
-from .script import ABORT_SCRIPT as ABORT_SCRIPT, STEP_SCRIPT as STEP_SCRIPT
+from .script import (
+    ABORT_SCRIPT as ABORT_SCRIPT,
+    CLOSE_SCRIPT as CLOSE_SCRIPT,
+    STEP_SCRIPT as STEP_SCRIPT,
+)
 
 __all__ = (
     "ABORT_SCRIPT",
+    "CLOSE_SCRIPT",
     "ONE_SOURCE",
     "PAGE",
     "PREFIX",
     "STEP_SCRIPT",
     "CommitTooLarge",
+    "PlanExpired",
     "PublishConflict",
     "Published",
     "SourceFields",
     "SourceIdMissing",
     "StagingMismatch",
     "abort",
+    "close_plan",
     "commit",
     "committed_batch",
     "index_key",
@@ -60,6 +70,7 @@ __all__ = (
     "plan_key",
     "published_marks",
     "sources_key",
+    "started_key",
     "staging_key",
     "staging_prefix",
 )
