@@ -50,6 +50,7 @@ from pyspark.sql.datasource import (
 from .sink import joined
 from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 from .sink.data_source import joined_format
+from .sink.layout import OPTION as STREAMS_OPTION
 
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
@@ -144,6 +145,8 @@ def low_latency(
     else:
         writer = join.input.writeStream.format(joined_format(df.sparkSession, join))
     writer = writer.option(ID_OPTION, source_id)
+    if streams:  # the sink carries its marks over a change of them (sink.layout)
+        writer = writer.option(STREAMS_OPTION, ",".join(s.strip() for s in streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")

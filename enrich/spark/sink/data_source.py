@@ -80,7 +80,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, columns, hooks, joined, two_phase
+from . import by_source, columns, hooks, joined, layout, two_phase
 from .codec import pack
 from .rows import RowEncoder, SinkMode, SinkSettings
 
@@ -265,9 +265,7 @@ class _RedisWriter:
         """``closeLostPlan``: close the plan whose staging is gone (see
         :func:`~enrich.spark.sink.two_phase.close_plan`), saying what it drops."""
         settings = self.settings
-        closed = two_phase.close_plan(
-            client, settings.identity, keyed=settings.source is not None
-        )
+        closed = two_phase.close_plan(client, settings.identity, keyed=settings.source is not None)
         if closed is not None:
             log.warning(
                 "redis sink %s: closeLostPlan: the publishing plan of batch %s, whose "
@@ -410,7 +408,34 @@ class RedisSinkDataSource(DataSource):
             )
         schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
-        return RedisStreamWriter(self.settings, schema, None, self._cluster(), self.join)
+        cluster = self._cluster()
+        if self.settings.source is not None:
+            self._check_layout()
+        return RedisStreamWriter(self.settings, schema, None, cluster, self.join)
+
+    def _check_layout(self) -> None:
+        """Keyed by the source record: the marks follow a change of the query's source
+        streams, or the query is refused before it publishes (:mod:`.layout`)."""
+        settings = self.settings
+        assert settings.source is not None
+        client = redis_options.connect(settings.url)
+        try:
+            carried = layout.check_layout(
+                client,
+                settings.identity,
+                by_stream=bool(settings.source.stream),
+                streams=settings.streams,
+            )
+        finally:
+            client.close()
+        for to, origin in carried.items():
+            log.warning(
+                "redis sink %s: the query's source streams changed under its checkpoint: "
+                "the mark of %r carries over to %r",
+                settings.target,
+                origin,
+                to,
+            )
 
     def _cluster(self) -> bool:
         """Whether the target is a Redis Cluster (asked once, on the driver, before any

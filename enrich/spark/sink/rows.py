@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, codec
+from . import by_source, codec, layout
 from .two_phase import SourceFields
 
 FORMAT = "redis"
@@ -82,6 +82,8 @@ class SinkSettings:
     # as published whole: nothing twice, its unpublished rest dropped) instead of failing
     # every commit (see enrich.spark.sink.two_phase.close_plan)
     close_lost_plan: bool = False
+    # sourceStreams: the streams the query reads (enrich.spark.sink.layout), if known
+    streams: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> SinkSettings:
@@ -126,6 +128,7 @@ class SinkSettings:
             source=source,
             async_progress=asynchronous,
             close_lost_plan=_flag(options, "closeLostPlan"),
+            streams=layout.streams_of(options),
         )
 
     @property

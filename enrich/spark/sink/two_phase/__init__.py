@@ -28,9 +28,9 @@ from .keys import (
     marker_key as marker_key,
     plan_key as plan_key,
     sources_key as sources_key,
-    started_key as started_key,
     staging_key as staging_key,
     staging_prefix as staging_prefix,
+    started_key as started_key,
 )
 from .publish import (
     PAGE as PAGE,
@@ -70,7 +70,7 @@ __all__ = (
     "plan_key",
     "published_marks",
     "sources_key",
-    "started_key",
     "staging_key",
     "staging_prefix",
+    "started_key",
 )

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from enrich import EnrichError
 
-
 # What to do about a plan that cannot finish, said by both errors below.
 WAY_OUT = (
     'To go on, restart the query once with .option("closeLostPlan", "true") (or call '
