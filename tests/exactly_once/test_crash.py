@@ -84,3 +84,26 @@ def test_low_latency_profile_survives_kills_with_batches_re_cut(tmp_path: Path, 
     maxEntriesPerTrigger and Spark re-plans the batches after the last offsets it wrote,
     so batch ids come back with other rows; each order must still land once."""
     check(Harness(tmp_path, "low-latency", seed, kills=2, orders=300))
+
+
+def test_a_machine_crash_between_publish_steps_kills_the_commit_too(tmp_path: Path) -> None:
+    """A machine crash: the driver's group and Spark's Python daemons' groups (recorded
+    from the job's process tree) killed at once, between two publish steps: the commit
+    cannot finish the step after the JVM died, a plan is left, and its replay resumes it."""
+    harness = Harness(tmp_path, "transactional", 8, kills=0, orders=120, machine_crash=True)
+    harness.kills = 1
+    harness.rng.choice = lambda points: "between_steps"  # type: ignore[method-assign]
+    report = harness.run()
+    print(report.summary())
+    assert len(report.machine) == 1 and "Python groups [" in report.machine[0]
+    assert "Python groups []" not in report.machine[0]
+    assert report.violations == [] and (report.duplicates, report.losses) == (0, 0)
+    assert report.records == harness.orders
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", [61, 62])
+def test_low_latency_profile_survives_machine_crashes(tmp_path: Path, seed: int) -> None:
+    """Half the kills are machine crashes (the Python daemons die with the driver)."""
+    harness = Harness(tmp_path, "low-latency", seed, kills=4, orders=300, machine_crash=0.5)
+    check(harness)
