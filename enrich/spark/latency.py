@@ -50,7 +50,7 @@ from pyspark.sql.datasource import (
 from .sink import joined
 from .sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
 from .sink.data_source import joined_format
-from .sink.layout import OPTION as STREAMS_OPTION
+from .sink.layout import STREAMS_OPTION
 
 SOURCE_FORMAT = "redis-stream"
 ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)

@@ -212,6 +212,28 @@ def test_an_async_function_opens_once_per_task(
     assert len(opens) == 6
 
 
+@pytest.mark.parametrize("action", ["show", "limit"])
+def test_show_and_limit_keep_the_metrics_of_tasks_spark_stopped_reading(
+    spark: SparkSession, tmp_path: Path, action: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark kills a worker whose output it stops reading (no accumulator update then):
+    the rows it mapped still count, by the snapshot it sent before its first batch."""
+    name = f"stopped_{action}"
+    df = spark.range(0, 20_000, numPartitions=2).selectExpr("id AS n")
+    mapped = async_map(df, Closing(str(tmp_path)), "twice bigint", name=name)
+    if action == "show":
+        mapped.show(3)
+        assert "only showing top 3 rows" in capsys.readouterr().out
+    else:
+        assert len(mapped.limit(5).collect()) == 5
+    metrics = statistics(name)
+    assert metrics.rows_in >= 5 and metrics.rows_out >= 5, metrics
+    # A run read to its end counts once: its snapshot gives way to its update.
+    total = async_map(df, Closing(str(tmp_path)), "twice bigint", name=f"{name}_all")
+    assert total.count() == 20_000
+    assert statistics(f"{name}_all").rows_in == 20_000
+
+
 def test_close_runs_in_the_workers_after_each_task(spark: SparkSession, tmp_path: Path) -> None:
     """A function's close() (a session closed, a buffered writer flushed) runs in Spark's
     workers: the file each close() appends to exists after the query, with every call

@@ -22,6 +22,7 @@ from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from ...lookup.metrics import JoinMetrics
+from .inbox import Reporter, inbox_for, pending
 from .observed import observed_statistics
 
 log = logging.getLogger("enrich.spark")
@@ -113,7 +114,8 @@ def new_name(prefix: str = "lookup") -> str:
 
 
 def register(spark: Any, name: str) -> Any:
-    """The accumulator for join ``name`` (made on first use), or None under Spark Connect."""
+    """What tasks of join ``name`` report through: its accumulator (made on first use)
+    with the driver's metrics inbox (:mod:`.inbox`), or None under Spark Connect."""
     context = _spark_context(spark)
     if context is None:
         log.info("no accumulators under Spark Connect: join %r runs without metrics", name)
@@ -124,7 +126,8 @@ def register(spark: Any, name: str) -> Any:
             accumulator = context.accumulator(Totals(), MetricsParam())
             accumulator._context = context  # to notice a restarted SparkContext
             _accumulators[name] = accumulator
-        return accumulator
+    inbox = inbox_for(context)
+    return Reporter(accumulator, None if inbox is None else inbox.address)
 
 
 def _spark_context(spark: Any) -> Any:
@@ -143,7 +146,8 @@ def join_names() -> list[str]:
 
 def statistics(name: str) -> JoinMetrics:
     """The cumulative metrics of the join named ``name``, summed over every task that
-    finished.
+    finished, and the last snapshot of every task whose output Spark stopped reading
+    (``show()``, ``limit()``: :mod:`.inbox`).
 
     Raises:
         LookupError: no join of that name was created in this driver process (or it
@@ -158,6 +162,8 @@ def statistics(name: str) -> JoinMetrics:
     found = accumulator.value.joins.get(name)
     if found is not None:
         total.merge(found)
+    for _, snapshot in pending(name):
+        total.merge(snapshot)
     return total
 
 

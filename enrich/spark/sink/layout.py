@@ -35,7 +35,8 @@ from enrich import EnrichError
 
 from .two_phase import ONE_SOURCE, PREFIX, sources_key
 
-OPTION = "sourceStreams"  # the streams the query reads, comma-separated (low_latency sets it)
+# the streams the query reads, comma-separated (low_latency sets it)
+STREAMS_OPTION = "sourceStreams"
 
 
 class SourceLayoutChanged(EnrichError, ValueError):
@@ -50,7 +51,7 @@ def layout_key(identity: str) -> str:
 
 def streams_of(options: Mapping[str, str]) -> tuple[str, ...]:
     """``sourceStreams``: the stream keys the query reads (empty: not known)."""
-    text = str(options.get(OPTION, ""))
+    text = str(options.get(STREAMS_OPTION, ""))
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
@@ -107,7 +108,7 @@ def check_layout(
             if len(recorded) != 1:
                 raise refuse(
                     "it read one stream, whose name was not recorded, and now reads "
-                    f"{len(now) or 'several'} by {_shown(now)}: set {OPTION}"
+                    f"{len(now) or 'several'} by {_shown(now)}: set {STREAMS_OPTION}"
                 )
             if now and recorded[0] not in now:
                 raise refuse(f"it read stream {recorded[0]!r}, now {_shown(now)}")
@@ -117,7 +118,7 @@ def check_layout(
                 raise refuse(
                     f"it read streams {_shown(sorted(marks))}, a mark each, and now reads "
                     f"one stream without sourceStreamColumn: {_shown(now)}, not one of them"
-                    + ("" if now else f" (set {OPTION})")
+                    + ("" if now else f" (set {STREAMS_OPTION})")
                 )
             carry[ONE_SOURCE] = now[0]
         elif recorded and now:
