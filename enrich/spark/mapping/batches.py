@@ -121,6 +121,7 @@ def _map(
     assembler = Assembler(settings, metrics, plan.name)
     pending: list[tuple[int, Any]] = []
     reports = run_of(plan.accumulator)
+    stopped = False
     try:
         for outputs in run.batches():
             pending += outputs
@@ -134,6 +135,9 @@ def _map(
             out = list(_batches(plan, assembler, slices, pending, schema))
             progress(reports, plan.name, metrics, call.metrics)
             yield from out
+    except GeneratorExit:  # Spark stopped reading (show, limit): see metrics.inbox
+        stopped = True
+        raise
     finally:
         run.close()
         metrics.merge(call.metrics)
@@ -141,7 +145,7 @@ def _map(
         metrics.retries += statistics.retries
         metrics.peak_in_flight = statistics.peak_in_flight
         record_concurrency(metrics, protections)  # concurrency="auto": its limit
-        report(plan.accumulator, plan.name, metrics, reports)
+        report(plan.accumulator, plan.name, metrics, reports, stopped)
         done.append(metrics)
 
 

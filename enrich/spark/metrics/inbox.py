@@ -2,14 +2,16 @@
 
 A Python worker sends its accumulator updates to the driver after its task's output
 iterator is exhausted. When Spark stops reading a task's output early (``show()``,
-``limit()``, ``take()``), it kills the worker (PySpark's daemon sends it SIGKILL): no
-``finally`` runs there, and the task's metrics are lost. So the driver also runs a small
+``limit()``, ``take()``), those updates are never read (the worker's output is closed,
+or the worker killed), and the task's metrics are lost. So the driver also runs a small
 inbox (a TCP server on the driver's host, loopback in local mode, answering only those
 who send its token), and each task run reports to it, before it hands Spark an output
 batch, a snapshot of its metrics so far (at most every :data:`EVERY` seconds, and before
-its first batch). The inbox keeps each run's latest snapshot as *pending* until the run
-ends normally and its accumulator update takes over (the run says so: ``done``), so a
-run is never counted twice; the snapshot of a run Spark killed stays, and
+its first batch), and its final numbers when its output iterator is closed early
+(``GeneratorExit``). The inbox keeps each run's latest snapshot as *pending* until the
+run's accumulator update reaches the driver (it carries the run's id, and the driver's
+merge retires the snapshot), so a run is never counted twice; the snapshot of a run
+whose update Spark never read (it stopped reading the output first) stays, and
 :func:`~enrich.spark.metrics.accumulator.statistics` adds it. Each message is
 acknowledged before the worker goes on, so a batch Spark received was reported first.
 
@@ -88,6 +90,12 @@ class Inbox:
             else:
                 self._pending[run] = update
 
+    def retire(self, runs: frozenset[str]) -> None:
+        """These runs' accumulator updates arrived: their snapshots are counted there."""
+        with self._lock:
+            for run in runs:
+                self._pending.pop(run, None)
+
     def pending(self) -> list[Update]:
         """The latest snapshots of the runs that did not end normally (yet)."""
         with self._lock:
@@ -136,11 +144,23 @@ class RunReport:
             self._sent = now
             self._send(False, update)
 
+    def stopped(self, update: Update) -> None:
+        """Spark stopped reading the run's output (it closed the iterator): no
+        accumulator update of this task will reach the driver, so the run's final
+        numbers stay there as its snapshot."""
+        if self._usable:
+            self._send(False, update)
+
     def done(self, update: Update) -> None:
-        """The run ended normally: its accumulator update replaces its snapshots."""
-        self._reporter.add(update)
-        if self._usable and self._sent != float("-inf"):
-            self._send(True, {})
+        """The run ended normally: its accumulator update, marked with the run's id,
+        replaces its snapshot when (and only if) it reaches the driver: Spark reads a
+        worker's updates only after the whole output, which it may not read."""
+        marked: dict[Any, JoinMetrics] = dict(update)
+        if self._sent != float("-inf"):
+            if self._usable:  # the final numbers wait there, in case it is never read
+                self._send(False, update)
+            marked[("", self._id, None)] = JoinMetrics()
+        self._reporter.add(marked)
 
     def _send(self, done: bool, update: Update) -> None:
         assert self._reporter.address is not None
@@ -175,6 +195,15 @@ def inbox_for(context: Any) -> Inbox | None:
                 log.warning("the metrics inbox did not start", exc_info=True)
                 return None
         return _inbox
+
+
+def retire(runs: frozenset[str]) -> bool:
+    """On the driver (where the inbox runs): retire the snapshots of ``runs``; whether
+    this is the driver."""
+    if _inbox is None:
+        return False
+    _inbox.retire(runs)
+    return True
 
 
 def pending(name: str) -> list[tuple[tuple[str, str | None, int | None], JoinMetrics]]:

@@ -126,17 +126,23 @@ def observed_batches(
         yield metrics_batch(last[0], added, done[0], observed)
 
 
-def report(accumulator: Any, name: str, metrics: JoinMetrics, run: Any = None) -> None:
+def report(
+    accumulator: Any, name: str, metrics: JoinMetrics, run: Any = None, stopped: bool = False
+) -> None:
     """Add a task's ``metrics`` to ``accumulator`` (a pyspark Accumulator, or anything
     with ``add``; None: nowhere) under ``(name, query id, batch id)``, both None outside
-    a streaming query; through ``run`` (:func:`run_of`) when the run sent snapshots."""
+    a streaming query; through ``run`` (:func:`run_of`) when it has one. ``stopped``:
+    Spark closed the run's output early, so its accumulator update would never be read:
+    the numbers go to the driver's inbox instead."""
     if accumulator is not None:
         query, batch = micro_batch()
         update = {(name, query, batch): metrics}
-        if run is not None:
-            run.done(update)
-        else:
+        if run is None:
             accumulator.add(update)
+        elif stopped:
+            run.stopped(update)
+        else:
+            run.done(update)
 
 
 def run_of(accumulator: Any) -> Any:
