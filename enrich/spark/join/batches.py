@@ -29,7 +29,7 @@ from ...lookup.lane.run import ColumnarJoined, ColumnarLane, is_columnar_key
 from ...lookup.metrics import JoinMetrics, record_concurrency
 from ...lookup.settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.source import LookupSource
-from ..metrics.rows import observed_batches, report
+from ..metrics.rows import observed_batches, report, run_of
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,10 @@ class JoinPlan:
 
     def report(self, run: AsyncWaitIterator | ColumnarLane) -> JoinMetrics | None:
         """Add the run's metrics to the accumulator (once per task), under
-        ``(name, query id, batch id)`` (both None outside a streaming query); returns
-        them (None when the run made none)."""
+        ``(name, query id, batch id)`` (both None outside a streaming query), and to the
+        driver's inbox (:mod:`enrich.spark.metrics.inbox`: Spark may never read the
+        accumulator update of a task whose output it stopped reading); returns them
+        (None when the run made none)."""
         if isinstance(run, ColumnarLane):
             metrics = run.metrics
         elif run.function is not None:
@@ -121,7 +123,7 @@ class JoinPlan:
         else:
             return None
         record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
-        report(self.accumulator, self.name, metrics)
+        report(self.accumulator, self.name, metrics, run_of(self.accumulator))
         return metrics
 
 

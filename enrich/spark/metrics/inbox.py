@@ -156,9 +156,9 @@ class RunReport:
         replaces its snapshot when (and only if) it reaches the driver: Spark reads a
         worker's updates only after the whole output, which it may not read."""
         marked: dict[Any, JoinMetrics] = dict(update)
-        if self._sent != float("-inf"):
-            if self._usable:  # the final numbers wait there, in case it is never read
-                self._send(False, update)
+        if self._usable:  # the final numbers wait there, in case it is never read
+            self._send(False, update)
+        if self._usable:
             marked[("", self._id, None)] = JoinMetrics()
         self._reporter.add(marked)
 
