@@ -51,8 +51,8 @@ class _Handler(socketserver.StreamRequestHandler):
         if not secrets.compare_digest(token, self.server.token):
             return  # not ours: nothing is read past the token
         (size,) = _HEADER.unpack(self.rfile.read(_HEADER.size))
-        run, done, update = pickle.loads(self.rfile.read(size))
-        self.server.inbox.receive(run, done, update)
+        run, update = pickle.loads(self.rfile.read(size))
+        self.server.inbox.receive(run, update)
         self.wfile.write(b"\x01")
 
 
@@ -83,12 +83,10 @@ class Inbox:
         host, port = self._server.server_address[:2]
         return str(host), int(port), self._server.token
 
-    def receive(self, run: str, done: bool, update: Update) -> None:
+    def receive(self, run: str, update: Update) -> None:
+        """The latest numbers of ``run``: pending until :meth:`retire`."""
         with self._lock:
-            if done:
-                self._pending.pop(run, None)
-            else:
-                self._pending[run] = update
+            self._pending[run] = update
 
     def retire(self, runs: frozenset[str]) -> None:
         """These runs' accumulator updates arrived: their snapshots are counted there."""
@@ -136,20 +134,21 @@ class RunReport:
         self._id = uuid.uuid4().hex
         self._sent = float("-inf")
         self._usable = reporter.address is not None
+        self._stored = False  # a snapshot of this run may be pending at the driver
 
     def progress(self, update: Update) -> None:
         """Send a snapshot if :data:`EVERY` seconds passed since the last (or none was)."""
         now = time.monotonic()
         if self._usable and now - self._sent >= EVERY:
             self._sent = now
-            self._send(False, update)
+            self._send(update)
 
     def stopped(self, update: Update) -> None:
         """Spark stopped reading the run's output (it closed the iterator): no
         accumulator update of this task will reach the driver, so the run's final
         numbers stay there as its snapshot."""
         if self._usable:
-            self._send(False, update)
+            self._send(update)
 
     def done(self, update: Update) -> None:
         """The run ended normally: its accumulator update, marked with the run's id,
@@ -157,15 +156,16 @@ class RunReport:
         worker's updates only after the whole output, which it may not read."""
         marked: dict[Any, JoinMetrics] = dict(update)
         if self._usable:  # the final numbers wait there, in case it is never read
-            self._send(False, update)
-        if self._usable:
+            self._send(update)
+        if self._stored:  # retires it, whichever of its snapshots arrived
             marked[("", self._id, None)] = JoinMetrics()
         self._reporter.add(marked)
 
-    def _send(self, done: bool, update: Update) -> None:
+    def _send(self, update: Update) -> None:
         assert self._reporter.address is not None
         host, port, token = self._reporter.address
-        body = pickle.dumps((self._id, done, update))
+        body = pickle.dumps((self._id, update))
+        self._stored = True  # from here on it may arrive, even if the answer does not
         try:
             with socket.create_connection((host, port), timeout=_TIMEOUT) as sock:
                 sock.sendall(token + _HEADER.pack(len(body)) + body)
