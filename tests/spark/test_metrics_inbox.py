@@ -42,7 +42,8 @@ def inbox(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_a_run_read_to_its_end_counts_once_and_one_stopped_still_counts(
     inbox: Inbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As a worker gets it (pickled), with an accumulator and no inbox of its own.
+    monkeypatch.setattr(inbox_module, "_inbox", None)  # a worker has no inbox of its own
+    # As a worker gets it (pickled), with an accumulator.
     reporter = pickle.loads(pickle.dumps(Reporter(Accumulator(), inbox.address)))
     worker = reporter.accumulator
     read, stopped = reporter.run(), reporter.run()
