@@ -471,3 +471,20 @@ def test_close_plan_leaves_a_whole_plan_to_its_replay(
     assert two_phase.close_plan(redis_client, "nobody", keyed=False) is None
     commit_now(settings, redis_client, "4", [])
     assert [int(f[b"order_id"]) for _, f in redis_client.xrange("out")] == list(range(300))
+
+
+def test_the_default_step_is_stated_once_and_the_docs_agree() -> None:
+    """maxRowsPerCommit's default is STEP_ROWS: the option's docstring and the docs'
+    table name that figure, and no other."""
+    import re
+
+    from enrich.spark.sink import data_source
+
+    root = Path(__file__).resolve().parents[2]
+    figure = f"{STEP_ROWS:,}"
+    doc = data_source.__doc__ or ""
+    option = doc[doc.index("maxRowsPerCommit:") : doc.index("atomicCommit:")]
+    assert re.findall(r"default[^;)]*?(\d[\d,]*)", option)[0] == figure
+    table = (root / "docs/data-sources.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| `maxRowsPerCommit`"))
+    assert re.findall(r"\(default (\d[\d,]*)", row) == [figure]
