@@ -75,7 +75,9 @@ def start_spark(config: _config.JobConfig, log_file: Any, own_output: bool) -> A
         )
 
 
-def _kafka_connector(config: _config.JobConfig) -> dict[str, str]:
+def _kafka_connector(
+    config: _config.JobConfig,
+) -> dict[str, Any]:  # session()'s **conf (str values)
     """``spark.jars`` naming Spark's Kafka connector when the job reads or writes Kafka
     and scripts/kafka/fetch has fetched it (or ``$ENRICH_KAFKA_JARS`` holds it); else
     nothing (under spark-submit, pass ``--packages

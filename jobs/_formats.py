@@ -40,6 +40,8 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "atomicCommit",
         "sourceIdColumn",
         "sourceStreamColumn",
+        "sourceStreams",
+        "closeLostPlan",
         "asyncProgressTrackingEnabled",  # Spark's query option, read by the sink too
     ),
     ("sink", "kafka-eos"): (

@@ -132,14 +132,20 @@ def settings(
 
 @contextmanager
 def named_errors(where: str) -> Iterator[None]:
-    """A setting's ``TypeError`` or ``ValueError`` raised inside, as a
-    :class:`ConfigError` naming the place in the config (``where``)."""
+    """Whatever a setting's check raises inside (a ``TypeError``, a ``ValueError``, or
+    anything else), as one line: a :class:`ConfigError` naming the place in the config
+    (``where``)."""
     try:
         yield
+    except ConfigError:
+        raise
     except TypeError as exc:
         raise ConfigError(f"{where}: {argument_error(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    except Exception as exc:  # whatever else a setting's check raised: still one line
+        lines = str(exc).strip().splitlines()
+        raise ConfigError(f"{where}: {type(exc).__name__}: {lines[0] if lines else ''}") from None
 
 
 def with_operator_settings(step: dict[str, Any]) -> dict[str, Any]:

@@ -54,9 +54,20 @@ MAP_KEYS = {
 UDF_KEYS = (MAP_KEYS - {"mode", "name"}) | {"arguments"}
 
 
+# Settings only a function step has: a ``joins`` entry with one of them and no ``store``
+# is a function step that lost its ``function`` (and is named so), not a lookup.
+_FUNCTION_ONLY = {"function", "args", "returns", "batch_size", "batch_wait", "check_row"}
+_LOOKUP_ONLY = {"store", "source", "on", "how", "cache", "max_batch", "prefix", "shuffle"}
+
+
 def is_map_step(spec: Any) -> bool:
-    """Whether a ``joins`` entry is an async function step (it names ``function``)."""
-    return isinstance(spec, dict) and "function" in spec
+    """Whether a ``joins`` entry is an async function step: it names ``function``, or,
+    naming no store, a setting only a function step has (``returns``, ``args``...)."""
+    if not isinstance(spec, dict):
+        return False
+    if "function" in spec:
+        return True
+    return not ({"store", "source"} & set(spec)) and bool(_FUNCTION_ONLY & set(spec))
 
 
 def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dict[str, Any]:
@@ -70,6 +81,18 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a mapping, got {spec!r}")
     out = dict(spec)
+    lookup = sorted(_LOOKUP_ONLY & set(out))
+    if "function" in out and lookup:
+        raise ConfigError(
+            f"{where} names 'function' and the lookup setting(s) {lookup}: a step is a "
+            "lookup (store, on, ...) or a function (function, returns, ...), not both; "
+            "was a 'function' key moved into the wrong step?"
+        )
+    if "function" not in out:
+        raise ConfigError(
+            f"{where} needs 'function': the async function to call, as 'module:attribute' "
+            f"(e.g. 'mypkg.scoring:score'); allowed settings: {sorted(allowed)}"
+        )
     unknown = sorted(set(out) - allowed)
     if unknown:
         raise ConfigError(
@@ -78,6 +101,13 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
         )
     if "returns" not in out:
         raise ConfigError(f"{where} needs 'returns': the fields the function adds, as DDL")
+    if not isinstance(out["returns"], str) or not out["returns"].strip():
+        raise ConfigError(
+            f"{where}.returns must be the fields the function adds, as DDL text "
+            f"(e.g. 'score double, label string'), got {out['returns']!r}"
+        )
+    if "arguments" in out:
+        out["arguments"] = _arguments(out["arguments"], f"{where}.arguments")
     out["fn"] = function(out.pop("function"), out.pop("args", None), f"{where}.function")
     if dead_letter:
         out.setdefault("on_error", DEAD_LETTER)
@@ -94,6 +124,22 @@ def map_step(spec: Any, where: str, allowed: set[str], dead_letter: bool) -> dic
             out["job_rate_limit"] = JobRateLimit(**out["job_rate_limit"])
         _check(out)
     return out
+
+
+def _arguments(value: Any, where: str) -> list[str]:
+    """``arguments``: the distinct names of a SQL function's plain arguments, in order."""
+    names = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(n, str) and n for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise ConfigError(
+            f"{where} must be the distinct names of the function's arguments (a list of "
+            f"strings, e.g. [user_id, amount]), got {value!r}"
+        )
+    return list(names)
 
 
 def function(reference: Any, args: Any, where: str) -> Any:

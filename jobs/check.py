@@ -4,8 +4,10 @@ Each store is asked for one key (its ``check_key``, default ``0``): an answer, f
 not, shows the store is reachable, accepts the credentials and speaks the protocol; an
 error for that key alone (an HTTP 400 for a key the service rejects) fails the check too,
 with a hint to set ``check_key``. A function step is imported and its ``returns`` parsed
-when the config loads; with a ``check_row`` it is called once with that row and its
-result read into ``returns``. One line per store and function; no Spark is started.
+when the config loads; with a ``check_row`` (the step's, else a ``check_row``
+attribute of the function, as :class:`enrich.demo.score_functions.Score` has) it is called
+once with that row and its result read into ``returns``, so a service that is down is
+named in one line. One line per store and function; no Spark is started.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEO
     fn = step["fn"]
     settings = MapSettings(returns=step["returns"])
     row = step.get("check_row")
+    if row is None and isinstance(getattr(fn, "check_row", None), dict):
+        row = fn.check_row  # the function's own: a row its service answers
     if row is None:
         returns = settings.returns.ddl()
         detail = f"{_described(fn)} imported; returns ({returns}); no check_row to call it with"

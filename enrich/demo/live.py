@@ -239,7 +239,7 @@ def _live_demo(
         spark.stop()
 
 
-def _connector(kafka: str | None) -> dict[str, str]:
+def _connector(kafka: str | None) -> dict[str, Any]:  # session()'s **conf (str values)
     if not kafka:
         return {}
     from .kafka_broker import connector_jars

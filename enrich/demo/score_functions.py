@@ -37,7 +37,13 @@ class Score(AsyncFunction):
     Args:
         url: the service's base URL.
         columns: the columns sent (default: all of the row's).
+
+    ``check_row`` is the row ``enrich check`` calls it with when a config's step names
+    none: a config using it as it is gets its service tried, and a service that is down
+    named in one line.
     """
+
+    check_row: dict[str, Any] = {"order_id": 1, "user_id": 1, "amount": 2.5}  # noqa: RUF012
 
     def __init__(self, url: str | None = None, columns: list[str] | None = None) -> None:
         self.url = service_url(url)
@@ -68,6 +74,8 @@ class Score(AsyncFunction):
 class ScoreMany:
     """``async def fn(rows)``: one ``POST {url}/score/_batch`` per call (give
     ``batch_size=``), one ``{score, label}`` per row, in order."""
+
+    check_row: dict[str, Any] = {"order_id": 1, "user_id": 1, "amount": 2.5}  # noqa: RUF012
 
     def __init__(self, url: str | None = None, columns: list[str] | None = None) -> None:
         self.url = service_url(url)

@@ -43,7 +43,7 @@ from ..engine.records.call_metrics import JoinMetrics
 from ..engine.records.failure import Failed, error_kind
 from ..engine.records.log_limit import LogLimit
 from ..engine.retry import RetryStrategy
-from .process import opened
+from .process import opened, released
 
 log = logging.getLogger("enrich.mapping")  # the logger's name users configure
 
@@ -83,12 +83,21 @@ class MapCall(AsyncFunction):
         self._custom_errors = isinstance(fn, AsyncFunction) and not has_default_error_handler(fn)
         self.loop: asyncio.AbstractEventLoop | None = None  # set by open(), on the loop
         self.loop_thread: int | None = None
+        self._opened = False  # the user's function was opened for this run
 
     async def open(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
         if isinstance(self._user, AsyncFunction):
             self._user = await opened(self._key, self._user)
+            self._opened = True
+
+    async def close(self) -> None:
+        # The run is over (exhausted or failed): the user's function is closed after
+        # each task (enrich.maps.process says why not at the worker's end).
+        if self._opened:
+            self._opened = False
+            await released(self._key)
 
     def handle_error(self, value: Any, error: BaseException) -> Iterable[Any]:
         position, row = value
@@ -173,6 +182,7 @@ class BatchCall(MapCall):
         # The run is over: a batch still out answers nobody.
         for task in list(self._calls):
             task.cancel()
+        await super().close()
 
     async def _batch(self, values: Sequence[Any], results: Sequence[ResultFuture]) -> None:
         user = self._user

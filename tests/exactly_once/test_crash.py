@@ -8,20 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crash_harness import Harness
+from tests.support.crash_harness import Harness, Report
 
 pytest.importorskip("pyspark", reason="the crash tests need pyspark")
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
-def check(harness: Harness) -> None:
+def check(harness: Harness) -> Report:
     report = harness.run()
     print(report.summary())
     assert report.violations == []
     assert (report.duplicates, report.losses) == (0, 0)
     assert report.records == harness.orders
     assert report.kills >= 1, "no kill landed: the scenario proved nothing"
+    return report
 
 
 @pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.soak)])
@@ -36,13 +37,19 @@ def test_transactional_sink_survives_a_kill_between_write_and_commit(tmp_path: P
     check(harness)
 
 
-def test_transactional_sink_survives_a_kill_between_publish_steps(tmp_path: Path) -> None:
-    """The driver dies with part of a batch published (a plan with a cursor left in
-    Redis); the restarted query replays the batch and its commit resumes the plan."""
-    harness = Harness(tmp_path, "transactional", 6, kills=0, orders=120)
+def test_transactional_sink_survives_a_machine_crash_between_publish_steps(
+    tmp_path: Path,
+) -> None:
+    """The machine dies with part of a batch published (a plan with a cursor left in
+    Redis): the driver's process group and Spark's Python daemons' groups (recorded from
+    the job's process tree) are killed at once, so the commit cannot finish its step
+    after the JVM died (a plan must be left: the harness checks); the restarted query
+    replays the batch and its commit resumes the plan."""
+    harness = Harness(tmp_path, "transactional", 6, kills=0, orders=120, machine_crash=True)
     harness.kills = 1
     harness.rng.choice = lambda points: "between_steps"  # type: ignore[method-assign]
-    check(harness)
+    report = check(harness)
+    assert len(report.machine) == 1 and "Python groups []" not in report.machine[0]
 
 
 @pytest.mark.parametrize("persistence", ["volatile", "persistent"])
@@ -94,3 +101,11 @@ def test_kafka_low_latency_survives_kills_with_batches_re_cut(tmp_path: Path, se
     maxOffsetsPerTrigger and Spark re-plans the batches after the last offsets it wrote;
     each order must still land once."""
     check(Harness(tmp_path, "kafka-low-latency", seed, kills=2, orders=300))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", [61, 62])
+def test_low_latency_profile_survives_machine_crashes(tmp_path: Path, seed: int) -> None:
+    """Half the kills are machine crashes (the Python daemons die with the driver)."""
+    harness = Harness(tmp_path, "low-latency", seed, kills=4, orders=300, machine_crash=0.5)
+    check(harness)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from enrich import cli
-from jobs import _config, _lookups, enrich_job, sql_job
+from jobs import _config, _lookups, _maps, enrich_job, sql_job
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.y*ml")) + sorted((ROOT / "examples").glob("*.toml"))
@@ -226,6 +226,8 @@ def _loaded(example: Path) -> Any:
 NAMES = sorted(
     set(_config._TOP_KEYS)
     | set(_lookups.JOIN_KEYS)
+    | set(_maps.MAP_KEYS)
+    | set(_maps.UDF_KEYS)
     | {"kind", "url", "url_template", "key_template", "value", "schema", "format", "options"}
     | {"path", "select", "streaming", "file_format", "mode", "redis", "http", "files", "rate"}
 )
@@ -299,3 +301,109 @@ def test_any_structure_gives_one_line_never_a_traceback(data: st.DataObject) -> 
 
 
 PARSED = {example.name: _loaded(example) for example in EXAMPLES}
+
+
+def _function_steps(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The function steps of a parsed config: ``joins`` (or ``steps``) entries naming
+    ``function``, and every ``async_udfs`` entry."""
+    steps = [s for key in ("joins", "steps") for s in raw.get(key, []) if "function" in s]
+    return steps + list(raw.get("async_udfs", {}).values())
+
+
+WITH_FUNCTIONS = sorted(name for name, raw in PARSED.items() if _function_steps(raw))
+
+
+def test_the_function_examples_are_in_the_fuzz() -> None:
+    assert {"score_orders.yaml", "score_batches.yaml", "sql_score.yaml"} <= set(WITH_FUNCTIONS)
+    assert any(PARSED[name].get("async_udfs") for name in WITH_FUNCTIONS)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_a_function_step_that_lost_or_moved_a_key_is_named_in_one_line(
+    data: st.DataObject,
+) -> None:
+    """A function step's ``function`` (or ``returns``) deleted, or moved: into its
+    ``args``, its ``check_row``, another step, a store, the top of the config. Each
+    makes the config invalid: it must be refused, in one line naming the place."""
+    import copy
+
+    from jobs import _files
+
+    raw = copy.deepcopy(PARSED[data.draw(st.sampled_from(WITH_FUNCTIONS))])
+    steps = _function_steps(raw)
+    step = data.draw(st.sampled_from(steps))
+    key = data.draw(st.sampled_from(["function", "returns"]))
+    value = step.pop(key)
+    where = data.draw(
+        st.sampled_from(["nowhere", "args", "check_row", "other step", "store", "top"])
+    )
+    if where in ("args", "check_row"):
+        if not isinstance(step.get(where), dict):
+            step[where] = {}
+        step[where][key] = value
+    elif where == "other step":
+        others = [
+            s
+            for k in ("joins", "steps")
+            for s in raw.get(k, [])
+            if "function" not in s and s is not step
+        ]
+        others += [s for s in steps if s is not step and key not in s]
+        if others:
+            data.draw(st.sampled_from(others))[key] = value
+    elif where == "store" and raw.get("stores"):
+        next(iter(raw["stores"].values()))[key] = value
+    elif where == "top":
+        raw[key] = value
+    with pytest.raises(_config.ConfigError) as refused:
+        _config.parse(_files.expand(raw, ""))
+    message = str(refused.value)
+    assert "\n" not in message and message, message
+    assert key in message or "unknown" in message, message
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"returns": "s double"}, "async_udfs.score needs 'function'"),
+        ({"function": 5, "returns": "s double"}, "async_udfs.score.function must be"),
+        (
+            {"function": "enrich.demo.score_functions:Score", "returns": 5},
+            "async_udfs.score.returns must be the fields",
+        ),
+        (
+            {
+                "function": "enrich.demo.score_functions:Score",
+                "returns": "s double",
+                "arguments": 5,
+            },
+            "async_udfs.score.arguments must be the distinct names",
+        ),
+        (
+            {
+                "function": "enrich.demo.score_functions:Score",
+                "returns": "s double",
+                "mode": "ordered",
+            },
+            "async_udfs.score: unknown setting(s) ['mode']",
+        ),
+    ],
+)
+def test_a_malformed_async_udf_is_named_through_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], message: str
+) -> None:
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"async_udfs": {"score": spec}}))
+    for command in ("check", "run"):
+        assert cli.main([command, str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {path}: {message}"), err

@@ -111,3 +111,46 @@ def test_check_calls_the_function_with_its_check_row() -> None:
     assert "field 'twice': cannot read 'abab' as bigint" in lines[2]
     assert lines[3].startswith("ok     function 'map_3': check_row answered [{'twice': 8}]")
     assert lines[4].startswith("ok     function 'map_4': tests.jobs.functions:double imported")
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(60)
+def test_check_names_a_down_scoring_service_of_the_sql_example(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/sql_score.yaml as a user copies it: `enrich check` calls Score with its
+    check_row and names the service that is down, in one line, exit code 1."""
+    from enrich import cli
+    from tests.jobs.test_config_bytes import ROOT
+
+    monkeypatch.setenv("ENRICH_DIMENSION_URL", f"http://127.0.0.1:{_closed_port()}")
+    assert cli.main(["check", str(ROOT / "examples/sql_score.yaml")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("FAILED function 'score': "), err
+    assert "ClientConnectorError" in err[0] and "check_row" in err[0], err
+
+
+def test_a_function_brings_its_own_check_row() -> None:
+    """A step without check_row is called with the function's own (the demo's Score has
+    one), so copying the demo's function copies a way to check its service."""
+    from enrich.demo.score_functions import Score
+
+    config = parse(
+        async_udfs={
+            "score": {
+                "function": "enrich.demo.score_functions:Score",
+                "args": {"url": f"http://127.0.0.1:{_closed_port()}"},
+                "returns": "score double, label string",
+            }
+        }
+    )
+    (line,) = [r.line() for r in check_functions(config)]
+    assert line.startswith("FAILED function 'score': ") and repr(Score.check_row) in line

@@ -179,6 +179,7 @@ async def test_a_batch_answer_of_the_wrong_length_fails_its_rows() -> None:
 
 async def test_an_async_function_is_opened_once_per_process_and_map(monkeypatch: Any) -> None:
     monkeypatch.setattr(process, "_opened", {})
+    monkeypatch.setattr(process, "_users", {})
     opened: list[str] = []
 
     class Counted(AsyncFunction):
@@ -208,3 +209,31 @@ async def test_user_retry_keeps_a_strategy_without_a_result_predicate() -> None:
     assert wrapped.retry_on_result([(0, None)]) and wrapped.retry_on_result([(0, [])])
     assert not wrapped.retry_on_result([(0, {"a": 1})])
     assert not wrapped.retry_on_result([(0, Failed(ValueError()))])
+
+
+async def test_the_last_run_of_a_map_closes_its_function(monkeypatch: Any) -> None:
+    """Runs of one map overlapping in a process share its opening; the last to end
+    closes it, and the next run opens it afresh."""
+    monkeypatch.setattr(process, "_opened", {})
+    monkeypatch.setattr(process, "_users", {})
+    events: list[str] = []
+
+    class Tracked(AsyncFunction):
+        async def open(self) -> None:
+            events.append("open")
+
+        async def close(self) -> None:
+            events.append("close")
+
+        async def invoke(self, row: int) -> list[dict[str, int]]:
+            return [{"n": row}]
+
+    await process.opened("m", Tracked())
+    await process.opened("m", Tracked())
+    await process.released("m")
+    assert events == ["open"]
+    await process.released("m")
+    assert events == ["open", "close"]
+    await process.opened("m", Tracked())
+    await process.released("m")
+    assert events == ["open", "close", "open", "close"]

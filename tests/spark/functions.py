@@ -138,3 +138,21 @@ class Double:
     async def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         await asyncio.sleep(0)
         return {"doubled": row["order_id"] * 2}
+
+
+class Closing(AsyncFunction):
+    """Doubles ``n``; ``close()`` appends a line to a file in ``folder`` (one file per
+    process), as a user's buffered writer would flush: a test finds the file after the
+    query."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.calls = 0
+
+    async def invoke(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        self.calls += 1
+        return [{"twice": 2 * row["n"]}]
+
+    async def close(self) -> None:
+        with open(os.path.join(self.folder, f"closed-{os.getpid()}"), "a") as out:
+            out.write(f"{self.calls}\n")

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from enrich import ExponentialBackoffRetry, FixedDelayRetry, retry_on_empty
 from enrich.protect import JobRateLimit
 from enrich.spark import async_map, observed_statistics, statistics
-from tests.spark.functions import Fetch, FetchMany, HoldFirst, Late, Lookup
+from tests.spark.functions import Closing, Fetch, FetchMany, HoldFirst, Late, Lookup
 from tests.spark.test_observed_metrics import field
 from tests.support.http_server import HttpTestServer
 
@@ -198,16 +198,51 @@ def test_a_replayed_micro_batch_calls_again(
     assert (requests_for(http_server, "r1"), requests_for(http_server, "r2")) == (2, 2)
 
 
-def test_an_async_function_opens_once_per_worker_process(
+def test_an_async_function_opens_once_per_task(
     spark: SparkSession, http_server: HttpTestServer
 ) -> None:
+    """Spark gives a worker process no hook at its end, so a function lives one task:
+    opened when the task's run starts, closed when it ends (reused workers included)."""
     http_server.data.update({f"p{i}": {"name": f"P{i}"} for i in range(8)})
     df = keys_df(spark, [f"p{i}" for i in range(8)], partitions=2)
     mapped = async_map(df, Lookup(url(http_server)), "name string")
     for _ in range(3):  # three jobs of two tasks each, on reused workers
         assert mapped.count() == 8
     opens = [r.key for r in http_server.requests if (r.key or "").startswith("open-")]
-    assert opens and len(opens) == len(set(opens)) < 6
+    assert len(opens) == 6
+
+
+@pytest.mark.parametrize("action", ["show", "limit"])
+def test_show_and_limit_keep_the_metrics_of_tasks_spark_stopped_reading(
+    spark: SparkSession, tmp_path: Path, action: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark kills a worker whose output it stops reading (no accumulator update then):
+    the rows it mapped still count, by the snapshot it sent before its first batch."""
+    name = f"stopped_{action}"
+    df = spark.range(0, 20_000, numPartitions=2).selectExpr("id AS n")
+    mapped = async_map(df, Closing(str(tmp_path)), "twice bigint", name=name)
+    if action == "show":
+        mapped.show(3)
+        assert "only showing top 3 rows" in capsys.readouterr().out
+    else:
+        assert len(mapped.limit(5).collect()) == 5
+    metrics = statistics(name)
+    assert metrics.rows_in >= 5 and metrics.rows_out >= 5, metrics
+    # A run read to its end counts once: its snapshot gives way to its update.
+    total = async_map(df, Closing(str(tmp_path)), "twice bigint", name=f"{name}_all")
+    assert total.count() == 20_000
+    assert statistics(f"{name}_all").rows_in == 20_000
+
+
+def test_close_runs_in_the_workers_after_each_task(spark: SparkSession, tmp_path: Path) -> None:
+    """A function's close() (a session closed, a buffered writer flushed) runs in Spark's
+    workers: the file each close() appends to exists after the query, with every call
+    counted."""
+    df = spark.range(0, 400, numPartitions=4).selectExpr("id AS n")
+    mapped = async_map(df, Closing(str(tmp_path)), "twice bigint", name="closing")
+    assert mapped.count() == 400
+    closed = [int(line) for f in tmp_path.glob("closed-*") for line in f.read_text().split()]
+    assert sorted(closed) == [100, 100, 100, 100]  # each task's function, closed once
 
 
 def test_a_batch_function_gets_lists_of_batch_size_rows(

@@ -236,3 +236,24 @@ def test_an_unreachable_source_names_the_host_but_not_the_password(spark: SparkS
     with pytest.raises(Exception, match=r"127\.0\.0\.1:1\b") as failure:
         lookup_join(df, source, on="user_id", timeout=5.0).collect()
     assert "S3CRET" not in str(failure.value)
+
+
+@pytest.mark.parametrize("action", ["show", "limit"])
+def test_show_and_limit_keep_the_joins_metrics(
+    spark: SparkSession, redis_server: Any, redis_client: redis.Redis, action: str
+) -> None:
+    """Spark never reads the accumulator update of a task whose output it stopped
+    reading: the join's numbers reach the driver through its inbox instead, and a task
+    read to its end still counts once."""
+    store_users(redis_client)
+    df = spark.range(0, 3_000, numPartitions=2).selectExpr("id % 4 AS user_id")
+    name = f"join_stopped_{action}"
+    joined = lookup_join(df, users(redis_server.url), on="user_id", how="left", name=name)
+    if action == "show":
+        joined.show(2)
+    else:
+        assert len(joined.limit(3).collect()) == 3
+    assert statistics(name).rows_in >= 3
+    whole = lookup_join(df, users(redis_server.url), on="user_id", how="left", name=f"{name}_all")
+    assert whole.count() == 3_000
+    assert statistics(f"{name}_all").rows_in == 3_000

@@ -258,3 +258,46 @@ def test_the_options_refuse_what_would_break_exactly_once(
         check_writer(two_phase.SourceFields("score"), scored, streaming=True)
     check_writer(two_phase.SourceFields("order_id"), SCHEMA, streaming=True)  # an offset
     check_writer(source, SCHEMA, streaming=True)
+
+
+def test_keyed_mode_writes_no_batch_marker_that_could_move_backwards(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Batch ids are not trusted keyed by the source record (a re-cut batch may come back
+    with a lower id): the committed-batch marker is not written at all, so nothing reads
+    a marker that went from 7 back to 2."""
+    settings = settings_of(redis_server, tmp_path, stream="out")
+    run_batch(settings, monkeypatch, 7, [rows(list(range(0, 20)))])
+    assert not redis_client.exists(two_phase.marker_key(settings.identity))
+    run_batch(settings, monkeypatch, 2, [rows(list(range(10, 40)))])
+    assert two_phase.committed_batch(redis_client, settings.identity) is None
+    assert sorted(published(redis_client, settings)) == list(range(40))
+
+
+def test_a_lost_plan_keyed_by_source_is_closed_at_its_marks_without_a_double(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Keyed by the source record, closing a lost plan raises each mark to the largest
+    entry id the plan reached: the re-cut replay publishes only the entries after it."""
+    settings = settings_of(redis_server, tmp_path, stream="out", maxRowsPerCommit="15")
+    messages = stage(settings, monkeypatch, "7", [rows(list(range(0, 40)))])
+    staged = [(m.staging, m.rows) for m in messages if m.staging]
+
+    class Died(Exception):
+        pass
+
+    def die(done: two_phase.Published) -> None:
+        raise Died
+
+    with pytest.raises(Died):
+        two_phase.commit(redis_client, settings.identity, "7", staged, marked=True, step=15,
+                         plan_ttl=60, between_steps=die, source=settings.source)  # fmt: skip
+    redis_client.delete(two_phase.plan_key(settings.identity), *(s for s, _ in staged))
+    replay = stage(settings, monkeypatch, "3", [rows(list(range(0, 60)))])
+    with pytest.raises(two_phase.PlanExpired, match="closeLostPlan"):
+        RedisStreamWriter(settings, SCHEMA, None).commit(replay, 3)
+    closing = settings_of(redis_server, tmp_path, stream="out", maxRowsPerCommit="15",
+                          closeLostPlan="true")  # fmt: skip
+    RedisStreamWriter(closing, SCHEMA, None).commit(replay, 3)
+    assert sorted(published(redis_client, settings)) == list(range(60))  # none twice
+    assert two_phase.published_marks(redis_client, settings.identity) == {"*": entry_id(59)}

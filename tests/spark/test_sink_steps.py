@@ -378,3 +378,113 @@ def test_a_persistent_redis_restarted_between_steps_publishes_each_row_once(
         assert leftovers(check) == []
     finally:
         server.stop()
+
+
+def expire_now(client: redis.Redis, *keys: str) -> None:
+    """Make ``keys`` expire as their TTL would (PEXPIRE 1), and wait until Redis says
+    they are gone (a condition, not a sleep)."""
+    import time
+
+    for key in keys:
+        client.pexpire(key, 1)
+    deadline = time.monotonic() + 10
+    while client.exists(*keys) and time.monotonic() < deadline:
+        client.ping()
+    assert not client.exists(*keys)
+
+
+def test_a_plan_and_the_staging_it_reads_expire_together(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """One TTL (stagingTtl) for the plan and its lists, set by each step; the trace that
+    names the plan once they are gone has none."""
+    settings = settings_of(
+        redis_server, tmp_path, stream="out", maxRowsPerCommit="100", stagingTtl="5000"
+    )
+    first = stage(settings, monkeypatch, "4", [range(0, 150), range(150, 300)])
+    for message in first:  # as if staged long ago: the commit's steps refresh them
+        redis_client.expire(message.staging or "", 60)
+    with pytest.raises(Died):
+        two_phase.commit(redis_client, settings.identity, "4",
+                         [(m.staging, m.rows) for m in first], marked=True, step=100,
+                         plan_ttl=settings.staging_ttl, between_steps=cut_after(1))  # fmt: skip
+    plan = plan_key(settings.identity)
+    ttls = [redis_client.ttl(k) for k in (plan, *(m.staging or "" for m in first))]
+    assert all(4990 <= t <= 5000 for t in ttls), ttls
+    trace = two_phase.started_key(settings.identity)
+    assert redis_client.ttl(trace) == -1
+    assert redis_client.hgetall(trace) == {b"batch": b"4", b"published": b"100"}
+
+
+@pytest.mark.parametrize("lost", ["plan and staging expired", "one staging list lost"])
+def test_a_lost_plan_is_named_and_closed_without_publishing_twice(
+    lost: str, redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The query stops mid-publish and is down past stagingTtl: the next commit names the
+    plan and the way out; with closeLostPlan the plan is closed (its published part is not
+    published again, its batch's replay is skipped) and later batches go on."""
+    options = {"stream": "out", "maxRowsPerCommit": "100"}
+    settings = settings_of(redis_server, tmp_path, **options)
+    first = stage(settings, monkeypatch, "4", [range(0, 150), range(150, 300)])
+    with pytest.raises(Died):
+        two_phase.commit(redis_client, settings.identity, "4",
+                         [(m.staging, m.rows) for m in first], marked=True, step=100,
+                         plan_ttl=settings.staging_ttl, between_steps=cut_after(1))  # fmt: skip
+    if lost == "one staging list lost":
+        redis_client.delete(first[1].staging or "")
+        error: type[Exception] = StagingMismatch
+    else:
+        expire_now(redis_client, plan_key(settings.identity), *(m.staging or "" for m in first))
+        error = two_phase.PlanExpired
+    writer = RedisStreamWriter(settings, SCHEMA, None)
+    for _ in range(2):  # every commit says so, and publishes nothing
+        replay = stage(settings, monkeypatch, "4", [range(0, 150), range(150, 300)])
+        with pytest.raises(error, match="closeLostPlan") as refused:
+            writer.commit(replay, 4)
+        assert "after 100 of its operations" in str(refused.value)
+        assert "\n" not in str(refused.value)
+        writer.abort(replay, 4)
+        assert redis_client.xlen("out") == 100
+
+    closing = RedisStreamWriter(
+        settings_of(redis_server, tmp_path, **options, closeLostPlan="true"), SCHEMA, None
+    )
+    closing.commit(stage(settings, monkeypatch, "4", [range(0, 150), range(150, 300)]), 4)
+    assert [int(f[b"order_id"]) for _, f in redis_client.xrange("out")] == list(range(100))
+    assert committed_batch(redis_client, settings.identity) == 4
+    closing.commit(stage(settings, monkeypatch, "5", [range(300, 350)]), 5)
+    ids = [int(f[b"order_id"]) for _, f in redis_client.xrange("out")]
+    assert ids == [*range(100), *range(300, 350)]  # nothing twice; 100..299 dropped, said
+    assert leftovers(redis_client) == []
+    assert not redis_client.exists(two_phase.started_key(settings.identity))
+
+
+def test_close_plan_leaves_a_whole_plan_to_its_replay(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    settings = settings_of(redis_server, tmp_path, stream="out", maxRowsPerCommit="100")
+    first = stage(settings, monkeypatch, "4", [range(0, 300)])
+    with pytest.raises(Died):
+        commit_now(settings, redis_client, "4", first, between_steps=cut_after(1))
+    with pytest.raises(ValueError, match="has all its staging"):
+        two_phase.close_plan(redis_client, settings.identity, keyed=False)
+    assert two_phase.close_plan(redis_client, "nobody", keyed=False) is None
+    commit_now(settings, redis_client, "4", [])
+    assert [int(f[b"order_id"]) for _, f in redis_client.xrange("out")] == list(range(300))
+
+
+def test_the_default_step_is_stated_once_and_the_docs_agree() -> None:
+    """maxRowsPerCommit's default is STEP_ROWS: the option's docstring and the docs'
+    table name that figure, and no other."""
+    import re
+
+    from enrich.spark.sink import data_source
+
+    root = Path(__file__).resolve().parents[2]
+    figure = f"{STEP_ROWS:,}"
+    doc = data_source.__doc__ or ""
+    option = doc[doc.index("maxRowsPerCommit:") : doc.index("atomicCommit:")]
+    assert re.findall(r"default[^;)]*?(\d[\d,]*)", option)[0] == figure
+    table = (root / "docs/data-sources.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| `maxRowsPerCommit`"))
+    assert re.findall(r"\(default (\d[\d,]*)", row) == [figure]

@@ -24,6 +24,16 @@ ids come back with other rows. Besides the hooks (at a batch id after the sink's
 it kills the driver at a random moment of the processing: once the sink holds a random
 number of rows (``progress``).
 
+A **machine crash** (``machine_crash``: every kill, or a share of them drawn per kill)
+kills the driver's process group and, at the same instant, the process groups of
+Spark's Python daemons and workers: PySpark's daemon puts itself and each worker it
+forks in a process group of its own, so killing the driver's group alone leaves a
+sink's commit running for 0.4-1.5 s after the JVM died (a "between steps" kill could
+let the step finish). The groups are recorded when the kill comes, from the job's
+process tree (every descendant of the spark-submit process, by ``/proc``), and each
+kill's log line and the report say which kills were machine crashes and which groups
+they killed.
+
 ``python -m tests.support.crash_harness --runs 5 --sink transactional`` is the soak
 (``./scripts/dev soak``): it prints runs, kills survived, records checked, duplicates and
 losses.
@@ -32,6 +42,7 @@ losses.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -84,8 +95,12 @@ class Report:
     # is read again in a batch cut otherwise and must be skipped (replayed_entries)
     replanned: int = 0
     replayed: int = 0
+    # the kills that were machine crashes (the Python daemons' groups killed too): each
+    # as "point (driver group G + daemon groups [..])"
+    machine: list[str] = field(default_factory=list)
 
     def add(self, other: Report) -> None:
+        self.machine += other.machine
         self.runs += other.runs
         self.kills += other.kills
         self.restarts += other.restarts
@@ -103,8 +118,10 @@ class Report:
             if self.replanned
             else ""
         )
+        crashes = f", of them machine crashes {len(self.machine)}" if self.machine else ""
         return (
-            f"runs {self.runs}, kills survived {self.kills}, sink restarts {self.restarts}, "
+            f"runs {self.runs}, kills survived {self.kills}{crashes}, "
+            f"sink restarts {self.restarts}, "
             f"records checked {self.records}, "
             f"duplicates {self.duplicates}, losses {self.losses}, "
             f"reader violations {len(self.violations)}{recut}"
@@ -166,10 +183,14 @@ def _publishing(client: redis.Redis, batch: int) -> bool:
     return any(client.hget(plan, "batch") == str(batch).encode() for plan in plans)
 
 
-def last_marked(client: redis.Redis) -> int:
-    """The last batch id a sink's commit recorded (-1: none yet)."""
-    markers = [client.get(k) for k in client.keys("enrich:sink:*:committed")]
-    return max((int(m) for m in markers if m is not None), default=-1)
+def last_planned(checkpoint: Path) -> int:
+    """The last batch id in the checkpoint's offsets log (-1: none yet). Under async
+    progress tracking a restart plans its batches from there, so the next ids are above
+    it. (A sink keyed by the source record writes no committed-batch marker: its batch
+    ids come back re-cut, lower too, and a marker would move backwards.)"""
+    offsets = checkpoint / "offsets"
+    logged = offsets.glob("*") if offsets.exists() else []
+    return max((int(p.name) for p in logged if p.name.isdigit()), default=-1)
 
 
 def replayed_entries(checkpoint: Path, source: redis.Redis, sink: redis.Redis) -> int:
@@ -228,6 +249,7 @@ class Harness:
         sink_restart: str | None = None,
         log: Any = None,
         interval_ms: int | None = None,
+        machine_crash: bool | float = False,
     ) -> None:
         if sink_restart not in (None, *SINK_RESTART_AT):
             raise ValueError(
@@ -239,6 +261,9 @@ class Harness:
         self.rng = random.Random(seed)
         self.orders = orders
         self.interval_ms = interval_ms  # low-latency: asyncProgressTrackingCheckpointIntervalMs
+        # True: every kill is a machine crash; a number: the share of kills that are
+        self.machine_crash = float(machine_crash)
+        self._point = ""  # the kill point of the run under way, for the report
         self.restart_dimension = restart_dimension
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self.rows_at = 0  # a "progress" kill: once the sink holds this many rows
@@ -335,8 +360,8 @@ class Harness:
     def _run_once(
         self, store: RedisServer, dimension: RedisServer, client: redis.Redis, point: str
     ) -> int:
-        if self.sink in LOW_LATENCY:  # the commit log lags: count from the sink's marker
-            batch = last_marked(client) + 1 + self.rng.randint(0, 2)
+        if self.sink in LOW_LATENCY:  # the commit log lags: count from the offsets log
+            batch = last_planned(self.checkpoint) + 1 + self.rng.randint(0, 2)
         else:
             batch = last_batch(self.checkpoint) + 1 + self.rng.randint(0, 1)
         hook = None if point in ("random", "progress") else f"{point}:{batch}"
@@ -345,6 +370,7 @@ class Harness:
             done = client.xlen("enriched")
             self.rows_at = self.rng.randint(done + 1, max(done + 1, self.orders - 10))
         where = f"{self.rows_at} rows in the sink" if point == "progress" else f"batch {batch}"
+        self._point = point
         self.log(f"run: kill at {point} ({where})")
         code = self._start_and_wait(store, dimension, hook, delay, client=client, point=point)
         if code != 0 and self.sink == "kafka-low-latency":
@@ -409,13 +435,11 @@ class Harness:
                     dimension.restart()
                     restart_at = None
                 if delay is not None and now - started >= delay:
-                    os.killpg(job.pid, signal.SIGKILL)
-                    job.wait()
+                    self._kill(job)
                     return "killed"
                 progressed = point == "progress" and client is not None
                 if progressed and client.xlen("enriched") >= self.rows_at:
-                    os.killpg(job.pid, signal.SIGKILL)
-                    job.wait()
+                    self._kill(job)
                     return "killed"
                 if hook is not None:
                     mark = self.hooks / hook.replace(":", "-")
@@ -430,8 +454,24 @@ class Harness:
             return job.returncode
         finally:
             if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
+                groups = python_groups(job.pid)
+                _kill_groups([job.pid, *groups])
                 job.wait()
+
+    def _kill(self, job: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the driver's process group; a machine crash (drawn per kill, see
+        ``machine_crash``) kills the Python daemons' and workers' groups in the same
+        instant, recorded from the job's process tree just before."""
+        machine = self.machine_crash >= 1 or (
+            self.machine_crash > 0 and self.rng.random() < self.machine_crash
+        )
+        groups = python_groups(job.pid) if machine else []
+        _kill_groups([job.pid, *groups])
+        job.wait()
+        if machine:
+            what = f"{self._point or 'kill'} (driver group {job.pid} + Python groups {groups})"
+            self.report.machine.append(what)
+            self.log(f"run: machine crash: {what}")
 
     def _restart_sink_at_hook(self, mark: Path) -> None:
         """Restart the sink's Redis while the job waits at ``mark``, then let it go on."""
@@ -471,8 +511,7 @@ class Harness:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
             return
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
+        self._kill(job)
         stepping = watched or (client is not None and self.sink in LOW_LATENCY)
         if point == "between_steps" and stepping and not _publishing(client, batch):
             self.report.violations.append(f"killed between steps of batch {batch}, no plan left")
@@ -504,6 +543,46 @@ class Harness:
                 for key in client.keys("enriched:*")
             ]
         return file_sink_rows(self.output)
+
+
+def python_groups(root: int) -> list[int]:
+    """The process groups of ``root``'s descendants other than ``root``'s own (Spark's
+    Python daemons and their workers: each in a group of its own), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    own = _group_of(root)
+    groups: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        group = _group_of(pid)
+        if group is not None and group not in (own, root) and group not in groups:
+            groups.append(group)
+    return sorted(groups)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _kill_groups(groups: list[int]) -> None:
+    """SIGKILL each process group, one right after the other (a group already gone is
+    no error)."""
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def file_sink_rows(output: Path) -> list[dict[str, Any]]:
@@ -542,6 +621,13 @@ def main() -> None:
         help="low-latency: Spark's asyncProgressTrackingCheckpointIntervalMs (default 1000); "
         "longer leaves more published entries for a restart to re-plan",
     )
+    parser.add_argument(
+        "--machine-crash",
+        type=float,
+        default=0.0,
+        help="the share of kills that also kill Spark's Python daemons' process groups "
+        "(a machine crash): 0 none, 1 every kill",
+    )
     args = parser.parse_args()
     total = Report()
     for sink in args.sink or ["transactional", "idempotent", "file"]:
@@ -553,11 +639,14 @@ def main() -> None:
                     restart = "volatile" if run % 3 == 1 else "persistent"
                 harness = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
                                   restart_dimension=run % 2 == 1, sink_restart=restart,
-                                  interval_ms=args.interval_ms)  # fmt: skip
+                                  interval_ms=args.interval_ms,
+                                  machine_crash=args.machine_crash)  # fmt: skip
                 report = harness.run()
             print(f"{sink} seed {seed}: {report.summary()}", flush=True)
             total.add(report)
     print(f"total: {total.summary()}")
+    for crash in total.machine:
+        print(f"machine crash: {crash}")
     for violation in total.violations:
         print(f"violation: {violation}")
     sys.exit(1 if total.duplicates or total.losses or total.violations else 0)

@@ -29,7 +29,7 @@ from ...engine.runtime import get_loop, run_sync
 from ...maps.calls import call_for, user_retry
 from ...maps.map_settings import MapSettings
 from ...maps.results import Assembler
-from ..metrics.metric_rows import observed_batches, report
+from ..metrics.metric_rows import observed_batches, progress, report, run_of
 
 # Output rows gathered before a batch goes back to Spark: a batch per handful of rows
 # would cost Spark more than the rows (each batch is a message to the JVM).
@@ -120,14 +120,24 @@ def _map(
     run = WaitIterator(records(), call, settings=operator, clock=clock, gate=protections)
     assembler = Assembler(settings, metrics, plan.name)
     pending: list[tuple[int, Any]] = []
+    reports = run_of(plan.accumulator)
+    stopped = False
     try:
         for outputs in run.batches():
             pending += outputs
             if len(pending) >= OUTPUT_ROWS:
-                yield from _batches(plan, assembler, slices, pending, schema)
+                out = list(_batches(plan, assembler, slices, pending, schema))
+                # reported before Spark gets them: it may stop reading there
+                progress(reports, plan.name, metrics, call.metrics)
+                yield from out
                 pending = []
         if pending:
-            yield from _batches(plan, assembler, slices, pending, schema)
+            out = list(_batches(plan, assembler, slices, pending, schema))
+            progress(reports, plan.name, metrics, call.metrics)
+            yield from out
+    except GeneratorExit:  # Spark stopped reading (show, limit): see metrics.inbox
+        stopped = True
+        raise
     finally:
         run.close()
         metrics.merge(call.metrics)
@@ -135,7 +145,7 @@ def _map(
         metrics.retries += statistics.retries
         metrics.peak_in_flight = statistics.peak_in_flight
         record_concurrency(metrics, protections)  # concurrency="auto": its limit
-        report(plan.accumulator, plan.name, metrics)
+        report(plan.accumulator, plan.name, metrics, reports, stopped)
         done.append(metrics)
 
 

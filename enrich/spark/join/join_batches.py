@@ -28,7 +28,7 @@ from ...lookup.iterators import join_chunks
 from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ...lookup.lane.run import ColumnarLane
 from ...lookup.outcome import ColumnarJoined, JoinedChunk
-from ..metrics.metric_rows import observed_batches, report
+from ..metrics.metric_rows import observed_batches, report, run_of
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,10 @@ class JoinPlan:
 
     def report(self, run: WaitIterator | ColumnarLane) -> JoinMetrics | None:
         """Add the run's metrics to the accumulator (once per task), under
-        ``(name, query id, batch id)`` (both None outside a streaming query); returns
-        them (None when the run made none)."""
+        ``(name, query id, batch id)`` (both None outside a streaming query), and to the
+        driver's inbox (:mod:`enrich.spark.metrics.inbox`: Spark may never read the
+        accumulator update of a task whose output it stopped reading); returns them
+        (None when the run made none)."""
         if isinstance(run, ColumnarLane):
             metrics = run.metrics
         elif run.function is not None:
@@ -101,7 +103,7 @@ class JoinPlan:
         else:
             return None
         record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
-        report(self.accumulator, self.name, metrics)
+        report(self.accumulator, self.name, metrics, run_of(self.accumulator))
         return metrics
 
 

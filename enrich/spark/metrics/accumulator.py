@@ -22,6 +22,7 @@ from pyspark.accumulators import AccumulatorParam
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from ...engine.records.call_metrics import JoinMetrics
+from .inbox import Reporter, inbox_for, pending, retire
 from .observed import observed_statistics
 
 log = logging.getLogger("enrich.spark")
@@ -44,18 +45,22 @@ class Totals:
     """An accumulator's value: cumulative metrics by join, and recent ones by batch.
 
     Never changed once published: the driver's accumulator server thread merges updates
-    while other threads read the value.
+    while other threads read the value. ``runs``: the task runs whose final updates it
+    holds (an update's key ``("", run id, None)``), so that the driver retires their
+    snapshots from its inbox (:mod:`.inbox`) when they arrive.
     """
 
-    __slots__ = ("batches", "joins")
+    __slots__ = ("batches", "joins", "runs")
 
     def __init__(
         self,
         joins: dict[str, JoinMetrics] | None = None,
         batches: dict[BatchKey, JoinMetrics] | None = None,
+        runs: frozenset[str] = frozenset(),
     ) -> None:
         self.joins: dict[str, JoinMetrics] = joins or {}
         self.batches: dict[BatchKey, JoinMetrics] = batches or {}
+        self.runs = runs
 
     @classmethod
     def of(cls, update: Totals | Update) -> Totals:
@@ -63,11 +68,15 @@ class Totals:
             return update
         joins: dict[str, JoinMetrics] = {}
         batches: dict[BatchKey, JoinMetrics] = {}
+        runs: set[str] = set()
         for key, metrics in update.items():
+            if not key[0]:  # ("", run id, None): the run this final update ends
+                runs.add(str(key[1]))
+                continue
             _add(joins, key[0], metrics)
             if key[1] is not None:
                 _add(batches, key, metrics)
-        return cls(joins, batches)
+        return cls(joins, batches, frozenset(runs))
 
     def plus(self, other: Totals) -> Totals:
         joins = dict(self.joins)
@@ -78,10 +87,10 @@ class Totals:
             _add(batches, key, metrics)
         while len(batches) > KEPT_BATCHES:
             del batches[next(iter(batches))]
-        return Totals(joins, batches)
+        return Totals(joins, batches, self.runs | other.runs)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Totals, (self.joins, self.batches))
+        return (Totals, (self.joins, self.batches, self.runs))
 
 
 def _add(into: dict[Any, JoinMetrics], key: Any, metrics: JoinMetrics) -> None:
@@ -100,7 +109,10 @@ class MetricsParam(AccumulatorParam[Totals]):
         return Totals()
 
     def addInPlace(self, value1: Totals | Update, value2: Totals | Update) -> Totals:
-        return Totals.of(value1).plus(Totals.of(value2))
+        total = Totals.of(value1).plus(Totals.of(value2))
+        if total.runs and retire(total.runs):  # on the driver: the runs' updates are in
+            return Totals(total.joins, total.batches)
+        return total
 
 
 def new_name(prefix: str = "lookup") -> str:
@@ -113,7 +125,8 @@ def new_name(prefix: str = "lookup") -> str:
 
 
 def register(spark: Any, name: str) -> Any:
-    """The accumulator for join ``name`` (made on first use), or None under Spark Connect."""
+    """What tasks of join ``name`` report through: its accumulator (made on first use)
+    with the driver's metrics inbox (:mod:`.inbox`), or None under Spark Connect."""
     context = _spark_context(spark)
     if context is None:
         log.info("no accumulators under Spark Connect: join %r runs without metrics", name)
@@ -124,7 +137,8 @@ def register(spark: Any, name: str) -> Any:
             accumulator = context.accumulator(Totals(), MetricsParam())
             accumulator._context = context  # to notice a restarted SparkContext
             _accumulators[name] = accumulator
-        return accumulator
+    inbox = inbox_for(context)
+    return Reporter(accumulator, None if inbox is None else inbox.address)
 
 
 def _spark_context(spark: Any) -> Any:
@@ -143,7 +157,8 @@ def join_names() -> list[str]:
 
 def statistics(name: str) -> JoinMetrics:
     """The cumulative metrics of the join named ``name``, summed over every task that
-    finished.
+    finished, and the last snapshot of every task whose output Spark stopped reading
+    (``show()``, ``limit()``: :mod:`.inbox`).
 
     Raises:
         LookupError: no join of that name was created in this driver process (or it
@@ -158,6 +173,8 @@ def statistics(name: str) -> JoinMetrics:
     found = accumulator.value.joins.get(name)
     if found is not None:
         total.merge(found)
+    for _, snapshot in pending(name):
+        total.merge(snapshot)
     return total
 
 

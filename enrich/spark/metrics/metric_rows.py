@@ -126,13 +126,45 @@ def observed_batches(
         yield metrics_batch(last[0], added, done[0], observed)
 
 
-def report(accumulator: Any, name: str, metrics: JoinMetrics) -> None:
+def report(
+    accumulator: Any, name: str, metrics: JoinMetrics, run: Any = None, stopped: bool = False
+) -> None:
     """Add a task's ``metrics`` to ``accumulator`` (a pyspark Accumulator, or anything
     with ``add``; None: nowhere) under ``(name, query id, batch id)``, both None outside
-    a streaming query."""
+    a streaming query; through ``run`` (:func:`run_of`) when it has one. ``stopped``:
+    Spark closed the run's output early, so its accumulator update would never be read:
+    the numbers go to the driver's inbox instead."""
     if accumulator is not None:
         query, batch = micro_batch()
-        accumulator.add({(name, query, batch): metrics})
+        update = {(name, query, batch): metrics}
+        if run is None:
+            accumulator.add(update)
+        elif stopped:
+            run.stopped(update)
+        else:
+            run.done(update)
+
+
+def run_of(accumulator: Any) -> Any:
+    """A task run's reports (:class:`enrich.spark.metrics.inbox.RunReport`), when the
+    accumulator comes with the driver's inbox; else None."""
+    start = getattr(accumulator, "run", None)
+    return start() if callable(start) else None
+
+
+def progress(run: Any, name: str, *parts: JoinMetrics) -> None:
+    """Before an output batch: a snapshot of the run's metrics so far (``parts`` merged)
+    to the driver's inbox, so that they reach it even if Spark stops reading here."""
+    if run is None:
+        return
+    snapshot = JoinMetrics()
+    try:
+        for part in parts:
+            snapshot.merge(part)
+    except RuntimeError:  # a part changed under the copy (the loop counts): next time
+        return
+    query, batch = micro_batch()
+    run.progress({(name, query, batch): snapshot})
 
 
 def micro_batch() -> tuple[str | None, int | None]:

@@ -13,11 +13,18 @@ Options:
     checkpointLocation: the query's checkpoint; with the target, it names the writer's
         commit marker (see :class:`~enrich.spark.sink.row_writes.SinkSettings`). A
         transactional streaming query needs it.
-    stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days).
+    stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days);
+        a publishing plan and the staging it still reads share it, refreshed together by
+        each step of the commit, so they expire together.
+    closeLostPlan: ``false`` (default) or ``true``: when a plan's staging expired or was
+        lost mid-publish (the commit fails with ``PlanExpired`` or ``StagingMismatch``
+        naming this option), close that plan as if its batch were published whole, so
+        nothing of it is published twice (the unpublished rest is dropped), and go on.
     maxRowsPerCommit: transactional mode: the most rows one commit script publishes.
         Stepwise (the default): a batch of any size is published in steps of at most this
-        many rows (default 2,000; ``0``: one step). With ``atomicCommit``: the largest
-        batch accepted (default: no limit); a larger one fails with
+        many rows (default :data:`~enrich.spark.sink.row_writes.STEP_ROWS`, 1,000; ``0``:
+        one step). With ``atomicCommit``: the largest batch accepted (default: no limit); a
+        larger one fails with
         :class:`~enrich.spark.sink.two_phase.CommitTooLarge` and publishes nothing.
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
@@ -73,7 +80,7 @@ from pyspark.sql.types import StructType
 
 from .. import redis_options
 from ..stages.pipeline import ArrowFunction
-from . import by_source, columns, hooks, two_phase
+from . import by_source, columns, hooks, layout, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
 
@@ -213,20 +220,31 @@ class _RedisWriter:
             self._abort(messages, batch, marked)
             raise two_phase.CommitTooLarge(batch, rows, limit, streaming=marked)
         client = redis_options.connect(settings.url)
-        try:
-            done = two_phase.commit(
+
+        def publish() -> two_phase.Published:
+            return two_phase.commit(
                 client,
                 settings.identity,
                 batch,
                 staged,
                 marked=marked,
                 step=None if settings.atomic else limit,
-                plan_ttl=0 if marked else settings.staging_ttl,
+                plan_ttl=settings.staging_ttl,
                 between_steps=lambda _: hooks.pause_if_asked(
                     "between_steps", batch if marked else None
                 ),
                 source=settings.source,
             )
+
+        try:
+            try:
+                done = publish()
+            except (two_phase.PlanExpired, two_phase.StagingMismatch) as exc:
+                lost = isinstance(exc, two_phase.PlanExpired) or exc.published > 0
+                if not (marked and lost and settings.close_lost_plan):
+                    raise
+                self._close_lost_plan(client)
+                done = publish()
         finally:
             client.close()
         log.info(
@@ -242,6 +260,21 @@ class _RedisWriter:
             done.cleaned,
             f"; {done.replayed} rows of source entries published before" if done.replayed else "",
         )
+
+    def _close_lost_plan(self, client: Any) -> None:
+        """``closeLostPlan``: close the plan whose staging is gone (see
+        :func:`~enrich.spark.sink.two_phase.close_plan`), saying what it drops."""
+        settings = self.settings
+        closed = two_phase.close_plan(client, settings.identity, keyed=settings.source is not None)
+        if closed is not None:
+            log.warning(
+                "redis sink %s: closeLostPlan: the publishing plan of batch %s, whose "
+                "staging expired or was lost after %d of its operations were published, "
+                "is closed as if published whole: nothing of it is published again, and "
+                "its unpublished rest is dropped",
+                settings.target,
+                *closed,
+            )
 
     def _abort(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
@@ -374,7 +407,34 @@ class RedisSinkDataSource(DataSource):
             )
         schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
-        return RedisStreamWriter(self.settings, schema, None, self._cluster(), self._stage())
+        cluster = self._cluster()
+        if self.settings.source is not None:
+            self._check_layout()
+        return RedisStreamWriter(self.settings, schema, None, cluster, self._stage())
+
+    def _check_layout(self) -> None:
+        """Keyed by the source record: the marks follow a change of the query's source
+        streams, or the query is refused before it publishes (:mod:`.layout`)."""
+        settings = self.settings
+        assert settings.source is not None
+        client = redis_options.connect(settings.url)
+        try:
+            carried = layout.check_layout(
+                client,
+                settings.identity,
+                by_stream=bool(settings.source.stream),
+                streams=settings.streams,
+            )
+        finally:
+            client.close()
+        for to, origin in carried.items():
+            log.warning(
+                "redis sink %s: the query's source streams changed under its checkpoint: "
+                "the mark of %r carries over to %r",
+                settings.target,
+                origin,
+                to,
+            )
 
     def _cluster(self) -> bool:
         """Whether the target is a Redis Cluster (asked once, on the driver, before any

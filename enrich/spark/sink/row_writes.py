@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, codec
+from . import by_source, codec, layout
 from .two_phase import SourceFields
 
 FORMAT = "redis"
@@ -78,6 +78,12 @@ class SinkSettings:
     # (enrich.spark.sink.by_source); None: keyed by batch id.
     source: SourceFields | None = None
     async_progress: bool = False  # the query runs under Spark's async progress tracking
+    # closeLostPlan: a plan whose staging expired or was lost is closed (its batch taken
+    # as published whole: nothing twice, its unpublished rest dropped) instead of failing
+    # every commit (see enrich.spark.sink.two_phase.close_plan)
+    close_lost_plan: bool = False
+    # sourceStreams: the streams the query reads (enrich.spark.sink.layout), if known
+    streams: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> SinkSettings:
@@ -103,7 +109,7 @@ class SinkSettings:
         ttl = redis_options.positive_int(options, "stagingTtl", DEFAULT_STAGING_TTL)
         assert ttl is not None
         atomic = _flag(options, "atomicCommit")
-        # Stepwise, the bound is a step (2,000 by default); atomic, a refusal (none).
+        # Stepwise, the bound is a step (STEP_ROWS by default); atomic, a refusal (none).
         rows = redis_options.row_limit(options, "maxRowsPerCommit", 0 if atomic else STEP_ROWS)
         source = by_source.source_fields(options)
         asynchronous = by_source.check_mode(options, source, mode is SinkMode.TRANSACTIONAL)
@@ -121,6 +127,8 @@ class SinkSettings:
             atomic=atomic,
             source=source,
             async_progress=asynchronous,
+            close_lost_plan=_flag(options, "closeLostPlan"),
+            streams=layout.streams_of(options),
         )
 
     @property

@@ -52,6 +52,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
+from ..sink.layout import STREAMS_OPTION
 from .pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
@@ -143,9 +144,11 @@ def low_latency(
             "record once whatever batch carries it"
         )
     columns = list(df.columns)
+    streams: list[str] = []  # a redis-stream source's streams, by name
     if sources[0][0] == KAFKA_FORMAT:
         source_id, source_stream = _kafka_columns(columns, source_id, source_stream)
     else:
+        streams = [s.strip() for s in (sources[0][1] or "").split(",") if s.strip()]
         source_id, source_stream = _stream_columns(
             columns, sources[0][1], source_id or ID_COLUMN, source_stream
         )
@@ -159,6 +162,8 @@ def low_latency(
 
         writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
     writer = writer.option(ID_OPTION, source_id)
+    if streams:  # the sink carries its marks over a change of them (sink.layout)
+        writer = writer.option(STREAMS_OPTION, ",".join(streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .errors import (
     CommitTooLarge as CommitTooLarge,
+    PlanExpired as PlanExpired,
     PublishConflict as PublishConflict,
     Published as Published,
     SourceIdMissing as SourceIdMissing,
@@ -23,11 +24,16 @@ from .publish import (
     PAGE as PAGE,
     SourceFields as SourceFields,
     abort as abort,
+    close_plan as close_plan,
     commit as commit,
     committed_batch as committed_batch,
     published_marks as published_marks,
 )
-from .script import ABORT_SCRIPT as ABORT_SCRIPT, STEP_SCRIPT as STEP_SCRIPT
+from .script import (
+    ABORT_SCRIPT as ABORT_SCRIPT,
+    CLOSE_SCRIPT as CLOSE_SCRIPT,
+    STEP_SCRIPT as STEP_SCRIPT,
+)
 from .state_keys import (
     ONE_SOURCE as ONE_SOURCE,
     PREFIX as PREFIX,
@@ -37,21 +43,25 @@ from .state_keys import (
     sources_key as sources_key,
     staging_key as staging_key,
     staging_prefix as staging_prefix,
+    started_key as started_key,
 )
 
 __all__ = (
     "ABORT_SCRIPT",
+    "CLOSE_SCRIPT",
     "ONE_SOURCE",
     "PAGE",
     "PREFIX",
     "STEP_SCRIPT",
     "CommitTooLarge",
+    "PlanExpired",
     "PublishConflict",
     "Published",
     "SourceFields",
     "SourceIdMissing",
     "StagingMismatch",
     "abort",
+    "close_plan",
     "commit",
     "committed_batch",
     "index_key",
@@ -61,4 +71,5 @@ __all__ = (
     "sources_key",
     "staging_key",
     "staging_prefix",
+    "started_key",
 )

@@ -6,6 +6,15 @@ from dataclasses import dataclass
 
 from enrich import EnrichError
 
+# What to do about a plan that cannot finish, said by both errors below.
+WAY_OUT = (
+    'To go on, restart the query once with .option("closeLostPlan", "true") (or call '
+    "enrich.spark.sink.two_phase.close_plan): the plan is closed as if its batch were "
+    "published whole, so nothing of it is published twice, and the part that was not "
+    "published is not published at all (its staging is gone). Do not delete the plan by "
+    "hand: its batch would be published again from the start."
+)
+
 
 class StagingMismatch(EnrichError, RuntimeError):
     """A batch's staging does not hold what its tasks staged: the publish stopped.
@@ -26,13 +35,7 @@ class StagingMismatch(EnrichError, RuntimeError):
     ) -> None:
         if published:
             what = f"batch {batch} stopped after {published:,} of its operations were published"
-            after = (
-                " The rest of the batch cannot be published: its staging changed. The "
-                "publishing plan is kept (its key ends in ':publishing'); delete it to let "
-                "a replay publish the batch again from its offsets (the rows already "
-                "published would be published again, unless the sink is keyed by the "
-                "source record and the plan's rows were all published)."
-            )
+            after = f" The rest of the batch cannot be published: its staging changed. {WAY_OUT}"
         else:
             what = f"batch {batch} not committed, nothing published"
             after = " Restart the query: the batch is replayed from its source offsets."
@@ -43,6 +46,28 @@ class StagingMismatch(EnrichError, RuntimeError):
         )
         self.batch, self.staging, self.expected, self.found = batch, staging, expected, found
         self.published = published
+
+
+class PlanExpired(EnrichError, RuntimeError):
+    """A streaming writer's publishing plan and its staging lists expired (``stagingTtl``
+    after the last step that touched them) before its batch finished publishing: the
+    query was down longer than that. Nothing was published by this commit.
+
+    Attributes:
+        batch: the batch committing.
+        planned: the batch the expired plan was publishing.
+        published: the operations it had published.
+    """
+
+    retryable = False
+
+    def __init__(self, batch: str, planned: str, published: int) -> None:
+        super().__init__(
+            f"redis sink: batch {batch} not committed, nothing published: the publish of "
+            f"batch {planned} stopped after {published:,} of its operations, and its plan "
+            "and staging lists expired (stagingTtl) before it was resumed. " + WAY_OUT
+        )
+        self.batch, self.planned, self.published = batch, planned, published
 
 
 class CommitTooLarge(EnrichError, ValueError):

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import PublishConflict, Published, SourceIdMissing, StagingMismatch
-from .script import ABORT_SCRIPT, STEP_SCRIPT
-from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix
+from .errors import PlanExpired, PublishConflict, Published, SourceIdMissing, StagingMismatch
+from .script import ABORT_SCRIPT, CLOSE_SCRIPT, STEP_SCRIPT
+from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix, started_key
 
 PAGE = 1000  # staged operations read per LRANGE inside the script
 
@@ -48,7 +48,9 @@ def commit(
         marked: whether to check and advance the committed-batch marker (streaming).
             Unmarked (batch writes), the plan is the token's own.
         step: the most operations one script processes; None: the whole batch in one.
-        plan_ttl: seconds before a plan left behind expires (0: never).
+        plan_ttl: seconds before a plan left behind expires, with the staging lists it
+            still reads (each step sets both; 0: never). A streaming plan leaves a
+            trace that does not expire, by which the next commit names it.
         between_steps: called after each step that was not the last (a test hook).
         source: keyed by the source record: where rows hold their source entry id
             (and stream); each source entry is published at most once, whatever batch
@@ -61,12 +63,20 @@ def commit(
         StagingMismatch: a staging list does not hold what its task staged; the step
             published nothing and the marker did not move.
         PublishConflict: the writer is publishing another batch (keyed by batch id).
+        PlanExpired: a streaming plan expired with its staging before it finished.
         SourceIdMissing: keyed by source, a staged row has no source entry id.
     """
     script = client.register_script(STEP_SCRIPT)  # EVALSHA: loaded once per server
     plan = plan_key(identity, None if marked else batch)
     lists = [name for name, _ in staged]
-    keys = [marker_key(identity), index_key(identity), plan, sources_key(identity), *lists]
+    keys = [
+        marker_key(identity),
+        index_key(identity),
+        plan,
+        sources_key(identity),
+        started_key(identity),
+        *lists,
+    ]
     args = [
         batch,
         "1" if marked else "0",
@@ -89,6 +99,8 @@ def commit(
             return Published(True, 0, steps + 1, resumed, int(cleaned), longest, replayed)
         if state == -2:
             raise PublishConflict(batch, _text(published), plan)
+        if state == -4:
+            raise PlanExpired(batch, _text(detail), int(published))
         if state == -3:
             assert source is not None
             raise SourceIdMissing(batch, source.id, _text(detail))
@@ -117,6 +129,38 @@ def _planned(client: Any, plan: str, n: int) -> tuple[str, int]:
     """The name and count of list ``n`` (from 1) of a recorded plan."""
     lists, counts = client.hmget(plan, "lists", "counts")
     return json.loads(lists)[n - 1], int(json.loads(counts)[n - 1])
+
+
+def close_plan(client: Any, identity: str, *, keyed: bool) -> tuple[str, int] | None:
+    """Close a streaming writer's plan that cannot finish (its staging expired or was
+    lost) as if its batch were published whole: nothing of it is published again.
+
+    Keyed by batch id the marker rises to the plan's batch, so its replay is skipped;
+    keyed by the source record (``keyed``) each mark rises to the largest entry id the
+    plan reached. What the plan had not published yet is not published at all.
+
+    Returns:
+        ``(the plan's batch, the operations it had published)``, or None when there was
+        no plan to close.
+
+    Raises:
+        ValueError: the plan's staging is all there (its replay finishes it; closing it
+            would lose rows for nothing).
+    """
+    keys = [
+        marker_key(identity),
+        index_key(identity),
+        plan_key(identity),
+        sources_key(identity),
+        started_key(identity),
+    ]
+    state, batch, published = client.eval(CLOSE_SCRIPT, len(keys), *keys, "1" if keyed else "0")
+    if int(state) == -1:
+        raise ValueError(
+            f"the publishing plan of batch {_text(batch)} has all its staging: it is not "
+            "lost, and the batch's replay finishes it (nothing to close)"
+        )
+    return (_text(batch), int(published)) if int(state) == 1 else None
 
 
 def abort(

@@ -36,7 +36,8 @@ join's rows share their entry id: they are all after the mark or all behind it.
 
 from __future__ import annotations
 
-# KEYS: marker, index, plan, sources (the marks), staging lists of this commit.
+# KEYS: marker, index, plan, sources (the marks), started (the plan's lasting trace),
+# staging lists of this commit.
 # ARGV: 1 batch id (or token), 2 marked ("1": check and set the marker), 3 staging
 # prefix, 4 this batch's own staging prefix, 5 page size, 6 step (most operations this
 # script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
@@ -53,14 +54,17 @@ from __future__ import annotations
 #            nothing of this step applied (published: what earlier steps applied);
 #   state -2: the plan is batch `published` (a string): another batch's;
 #   state -3: keyed by source: operation `detail` has no source id; the steps before it
-#            stand, the cursor is on it.
+#            stand, the cursor is on it;
+#   state -4: a plan was started (its trace says batch `detail`, `published` operations
+#            applied) but the plan is gone: it expired with its staging lists.
 # `cleaned`: leftover staging lists the last step (or a skip) deleted.
 STEP_SCRIPT = """
 local batch, marked = ARGV[1], ARGV[2] == '1'
 local idf, sf = ARGV[8], ARGV[9]
 local keyed = idf ~= ''
-local plan, sources = KEYS[3], KEYS[4]
-local FIRST = 5
+local plan, sources, started = KEYS[3], KEYS[4], KEYS[5]
+local FIRST = 6
+local ttl = tonumber(ARGV[7])
 local b = tonumber(batch)
 local function clean(keep)
   local cleaned = 0
@@ -144,6 +148,10 @@ local lists, counts, li, pos, published, marks
 local seen = {}
 local resumed, foreign = 0, 0
 local planned = redis.call('HGET', plan, 'batch')
+if not planned and marked and redis.call('EXISTS', started) == 1 then
+  local was = redis.call('HMGET', started, 'batch', 'published')
+  return {-4, 0, 0, 0, tonumber(was[2] or '0'), 0, 0, was[1] or ''}
+end
 if planned then
   if planned ~= batch and not keyed then return {-2, 0, 0, 0, planned, 0, 0, ''} end
   lists = cjson.decode(redis.call('HGET', plan, 'lists'))
@@ -165,7 +173,7 @@ else
   lists, counts = {}, {}
   for i = FIRST, #KEYS do
     lists[#lists + 1] = KEYS[i]
-    counts[#counts + 1] = tonumber(ARGV[i + 5])
+    counts[#counts + 1] = tonumber(ARGV[i - FIRST + 10])
   end
   li, pos, published = 1, 0, 0
 end
@@ -236,11 +244,22 @@ local function save()
     redis.call('HSET', plan, 'batch', batch, 'lists', cjson.encode(lists),
                'counts', cjson.encode(counts))
     if keyed then redis.call('HSET', plan, 'marks', cjson.encode(marks)) end
-    local ttl = tonumber(ARGV[7])
-    if ttl > 0 then redis.call('EXPIRE', plan, ttl) end
   end
   redis.call('HSET', plan, 'list', li, 'pos', pos, 'published', published)
   if keyed then redis.call('HSET', plan, 'seen', cjson.encode(seen)) end
+  if ttl > 0 then
+    -- The plan and the lists it still reads live and expire together: one TTL, set
+    -- and refreshed by the same script (a script sees one frozen clock, so no later
+    -- script finds one of them expired and not the other).
+    redis.call('EXPIRE', plan, ttl)
+    for i = li, #lists do redis.call('EXPIRE', lists[i], ttl) end
+  end
+  if marked then
+    -- The trace that outlives them (no TTL): what the plan had published, so that the
+    -- next commit names an expired plan instead of publishing its batch again.
+    redis.call('HSET', started, 'batch', batch, 'published', published)
+    if keyed then redis.call('HSET', started, 'seen', cjson.encode(seen)) end
+  end
 end
 if bad then
   save()
@@ -257,12 +276,13 @@ if keyed then
     end
   end
 end
-if marked then redis.call('SET', KEYS[1], batch) end
+if marked and not keyed then redis.call('SET', KEYS[1], batch) end
 for i = 1, #lists do
   redis.call('UNLINK', lists[i])
   redis.call('SREM', KEYS[2], lists[i])
 end
 redis.call('DEL', plan)
+redis.call('DEL', started)
 if foreign == 1 then
   local keep = {}
   for i = FIRST, #KEYS do keep[KEYS[i]] = true end
@@ -309,4 +329,63 @@ for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   end
 end
 return {deleted, kept, published}
+"""
+
+# KEYS: marker, index, plan, sources (the marks), started (the plan's lasting trace).
+# ARGV: 1 "1" when keyed by the source record.
+# The way out of a plan that cannot finish (its staging lists expired or were lost): it
+# is closed as if its batch had been published whole, so that nothing of it is published
+# again. Keyed by batch id, the marker rises to the plan's batch (its replay is then
+# skipped); keyed by the source record, each mark rises to the largest entry id the plan
+# had reached (the replay publishes only entries after it). The plan, the lists it still
+# names and its trace are deleted. A plan whose lists are all there is left alone: its
+# replay finishes it.
+# Returns {state, batch, published}: state 1 closed, 0 nothing to close, -1 the plan is
+# whole (not closed).
+CLOSE_SCRIPT = """
+local keyed = ARGV[1] == '1'
+local plan, sources, started = KEYS[3], KEYS[4], KEYS[5]
+local batch = redis.call('HGET', plan, 'batch')
+local published, seen
+if batch then
+  local lists = cjson.decode(redis.call('HGET', plan, 'lists'))
+  local counts = cjson.decode(redis.call('HGET', plan, 'counts'))
+  local li = tonumber(redis.call('HGET', plan, 'list'))
+  local whole = true
+  for i = li, #lists do
+    if redis.call('LLEN', lists[i]) ~= counts[i] then whole = false end
+  end
+  published = redis.call('HGET', plan, 'published')
+  if whole then return {-1, batch, published} end
+  seen = redis.call('HGET', plan, 'seen')
+  for i = 1, #lists do
+    redis.call('UNLINK', lists[i])
+    redis.call('SREM', KEYS[2], lists[i])
+  end
+else
+  local was = redis.call('HMGET', started, 'batch', 'published', 'seen')
+  if not was[1] then return {0, '', '0'} end
+  batch, published, seen = was[1], was[2], was[3]
+end
+if keyed then
+  for s, id in pairs(cjson.decode(seen or '{}')) do
+    local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
+    local cur = redis.call('HGET', sources, s)
+    local cms, cseq = nil, nil
+    if cur then cms, cseq = string.match(cur, '^(%d+)%-(%d+)$') end
+    local later = cms == nil
+    if not later then
+      if #ms ~= #cms then later = #ms > #cms
+      elseif ms ~= cms then later = ms > cms
+      elseif #seq ~= #cseq then later = #seq > #cseq
+      else later = seq > cseq end
+    end
+    if later then redis.call('HSET', sources, s, id) end
+  end
+else
+  local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
+  if tonumber(batch) > last then redis.call('SET', KEYS[1], batch) end
+end
+redis.call('DEL', plan, started)
+return {1, batch, published or '0'}
 """

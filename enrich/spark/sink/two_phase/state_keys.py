@@ -9,6 +9,8 @@ Key layout of a writer (``identity`` from :class:`~enrich.spark.sink.row_writes.
     enrich:sink:<identity>:staging:<batch>:<part>:<attempt>   one task attempt's operations
     enrich:sink:<identity>:publishing                   the plan of the batch being published
     enrich:sink:<identity>:publishing:<token>           the same, for one batch write
+    enrich:sink:<identity>:started                      a streaming plan's lasting trace:
+                                                        its batch and what it published
 
 Readers of the target never see staging lists: they hold encoded operations under this
 private prefix, not entries or keys of the target.
@@ -42,6 +44,12 @@ def plan_key(identity: str, token: str | None = None) -> str:
     write ``token`` (batch writes to one target may run side by side)."""
     base = f"{PREFIX}:{identity}:publishing"
     return base if token is None else f"{base}:{token}"
+
+
+def started_key(identity: str) -> str:
+    """The trace a streaming writer's plan leaves while it publishes (no TTL, unlike the
+    plan and its staging): the next commit names a plan that expired by it."""
+    return f"{PREFIX}:{identity}:started"
 
 
 def staging_key(identity: str, batch: str, partition: int, attempt: str) -> str:

@@ -1,0 +1,213 @@
+"""Task metrics that reach the driver whether or not Spark read a task's output to its end.
+
+A Python worker sends its accumulator updates to the driver after its task's output
+iterator is exhausted. When Spark stops reading a task's output early (``show()``,
+``limit()``, ``take()``), those updates are never read (the worker's output is closed,
+or the worker killed), and the task's metrics are lost. So the driver also runs a small
+inbox (a TCP server on the driver's host, loopback in local mode, answering only those
+who send its token), and each task run reports to it, before it hands Spark an output
+batch, a snapshot of its metrics so far (at most every :data:`EVERY` seconds, and before
+its first batch), and its final numbers when its output iterator is closed early
+(``GeneratorExit``). The inbox keeps each run's latest snapshot as *pending* until the
+run's accumulator update reaches the driver (it carries the run's id, and the driver's
+merge retires the snapshot), so a run is never counted twice; the snapshot of a run
+whose update Spark never read (it stopped reading the output first) stays, and
+:func:`~enrich.spark.metrics.accumulator.statistics` adds it. Each message is
+acknowledged before the worker goes on, so a batch Spark received was reported first.
+
+Best effort: a worker that cannot reach the inbox goes on without it (its metrics then
+arrive by the accumulator alone, as before).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import secrets
+import socket
+import socketserver
+import struct
+import threading
+import time
+import uuid
+from typing import Any
+
+from ...engine.records.call_metrics import JoinMetrics
+
+log = logging.getLogger("enrich.spark")
+
+EVERY = 0.5  # seconds between two snapshots of one run (its first batch always reports)
+_TIMEOUT = 5.0  # seconds a worker waits for the inbox before going on without it
+_HEADER = struct.Struct("!I")
+
+Update = dict[tuple[str, "str | None", "int | None"], JoinMetrics]
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        token = self.rfile.read(len(self.server.token))
+        if not secrets.compare_digest(token, self.server.token):
+            return  # not ours: nothing is read past the token
+        (size,) = _HEADER.unpack(self.rfile.read(_HEADER.size))
+        run, update = pickle.loads(self.rfile.read(size))
+        self.server.inbox.receive(run, update)
+        self.wfile.write(b"\x01")
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, inbox: Inbox) -> None:
+        super().__init__((host, 0), _Handler)
+        self.token = secrets.token_bytes(16)
+        self.inbox = inbox
+
+
+class Inbox:
+    """The driver's inbox of task runs' metrics snapshots (see the module docstring)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, Update] = {}
+        self._server = _Server(host, self)
+        thread = threading.Thread(
+            target=self._server.serve_forever, name="enrich-metrics-inbox", daemon=True
+        )
+        thread.start()
+
+    @property
+    def address(self) -> tuple[str, int, bytes]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port), self._server.token
+
+    def receive(self, run: str, update: Update) -> None:
+        """The latest numbers of ``run``: pending until :meth:`retire`."""
+        with self._lock:
+            self._pending[run] = update
+
+    def retire(self, runs: frozenset[str]) -> None:
+        """These runs' accumulator updates arrived: their snapshots are counted there."""
+        with self._lock:
+            for run in runs:
+                self._pending.pop(run, None)
+
+    def pending(self) -> list[Update]:
+        """The latest snapshots of the runs that did not end normally (yet)."""
+        with self._lock:
+            return list(self._pending.values())
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class Reporter:
+    """What a task's run reports through: its accumulator (the run's final update, as
+    Spark sends it) and the driver's inbox (snapshots while it runs). Picklable; the
+    inbox's token never appears in its repr."""
+
+    def __init__(self, accumulator: Any, address: tuple[str, int, bytes] | None) -> None:
+        self.accumulator = accumulator
+        self.address = address
+
+    def __repr__(self) -> str:
+        return f"Reporter({self.accumulator!r})"
+
+    def add(self, update: Update) -> None:
+        """Accumulator-compatible: the run's final update (``Accumulator.add``)."""
+        self.accumulator.add(update)
+
+    def run(self) -> RunReport:
+        """A reporter for one task run."""
+        return RunReport(self)
+
+
+class RunReport:
+    """One task run's reports: :meth:`progress` before each output batch, :meth:`done`
+    with its final update at its normal end."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self._reporter = reporter
+        self._id = uuid.uuid4().hex
+        self._sent = float("-inf")
+        self._usable = reporter.address is not None
+        self._stored = False  # a snapshot of this run may be pending at the driver
+
+    def progress(self, update: Update) -> None:
+        """Send a snapshot if :data:`EVERY` seconds passed since the last (or none was)."""
+        now = time.monotonic()
+        if self._usable and now - self._sent >= EVERY:
+            self._sent = now
+            self._send(update)
+
+    def stopped(self, update: Update) -> None:
+        """Spark stopped reading the run's output (it closed the iterator): no
+        accumulator update of this task will reach the driver, so the run's final
+        numbers stay there as its snapshot."""
+        if self._usable:
+            self._send(update)
+
+    def done(self, update: Update) -> None:
+        """The run ended normally: its accumulator update, marked with the run's id,
+        replaces its snapshot when (and only if) it reaches the driver: Spark reads a
+        worker's updates only after the whole output, which it may not read."""
+        marked: dict[Any, JoinMetrics] = dict(update)
+        if self._usable:  # the final numbers wait there, in case it is never read
+            self._send(update)
+        if self._stored:  # retires it, whichever of its snapshots arrived
+            marked[("", self._id, None)] = JoinMetrics()
+        self._reporter.add(marked)
+
+    def _send(self, update: Update) -> None:
+        assert self._reporter.address is not None
+        host, port, token = self._reporter.address
+        body = pickle.dumps((self._id, update))
+        self._stored = True  # from here on it may arrive, even if the answer does not
+        try:
+            with socket.create_connection((host, port), timeout=_TIMEOUT) as sock:
+                sock.sendall(token + _HEADER.pack(len(body)) + body)
+                sock.recv(1)  # processed: what Spark reads next was reported first
+        except OSError:
+            self._usable = False  # best effort: the accumulator alone, as before
+            log.debug("the driver's metrics inbox is unreachable", exc_info=True)
+
+
+_inbox: Inbox | None = None
+_inbox_lock = threading.Lock()
+
+
+def inbox_for(context: Any) -> Inbox | None:
+    """The driver's inbox (started on first use), bound to loopback under a local
+    master, else to ``spark.driver.host``; None if it cannot start."""
+    global _inbox
+    with _inbox_lock:
+        if _inbox is None:
+            try:
+                master = str(context.master or "")
+                host = "127.0.0.1"
+                if not master.startswith("local"):
+                    host = context.getConf().get("spark.driver.host", "0.0.0.0")
+                _inbox = Inbox(host)
+            except Exception:  # a driver without sockets: the accumulators alone
+                log.warning("the metrics inbox did not start", exc_info=True)
+                return None
+        return _inbox
+
+
+def retire(runs: frozenset[str]) -> bool:
+    """On the driver (where the inbox runs): retire the snapshots of ``runs``; whether
+    this is the driver."""
+    if _inbox is None:
+        return False
+    _inbox.retire(runs)
+    return True
+
+
+def pending(name: str) -> list[tuple[tuple[str, str | None, int | None], JoinMetrics]]:
+    """The pending snapshots' metrics of join or map ``name``, by (name, query, batch)."""
+    if _inbox is None:
+        return []
+    return [(key, m) for update in _inbox.pending() for key, m in update.items() if key[0] == name]
