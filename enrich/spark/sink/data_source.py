@@ -80,9 +80,10 @@ from pyspark.sql.types import StructType
 
 from .. import redis_options
 from ..stages.pipeline import ArrowFunction
-from . import by_source, columns, hooks, layout, two_phase
+from . import by_source, columns, hooks, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
+from .two_phase import layout
 
 log = logging.getLogger("enrich.spark.sinks")
 

@@ -27,8 +27,8 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from .. import redis_options
-from . import by_source, codec, layout
-from .two_phase import SourceFields
+from . import by_source, codec
+from .two_phase import SourceFields, layout
 
 FORMAT = "redis"
 DEFAULT_ERROR_COLUMN = "enrich_error"
@@ -82,7 +82,7 @@ class SinkSettings:
     # as published whole: nothing twice, its unpublished rest dropped) instead of failing
     # every commit (see enrich.spark.sink.two_phase.close_plan)
     close_lost_plan: bool = False
-    # sourceStreams: the streams the query reads (enrich.spark.sink.layout), if known
+    # sourceStreams: the streams the query reads (enrich.spark.sink.two_phase.layout), if known
     streams: tuple[str, ...] = ()
 
     @classmethod

@@ -52,7 +52,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
-from ..sink.layout import STREAMS_OPTION
+from ..sink.two_phase.layout import STREAMS_OPTION
 from .pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
@@ -162,7 +162,7 @@ def low_latency(
 
         writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
     writer = writer.option(ID_OPTION, source_id)
-    if streams:  # the sink carries its marks over a change of them (sink.layout)
+    if streams:  # the sink carries its marks over a change of them (sink.two_phase.layout)
         writer = writer.option(STREAMS_OPTION, ",".join(streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)

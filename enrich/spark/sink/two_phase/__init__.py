@@ -5,6 +5,7 @@ that publishes a batch in bounded steps, keyed by batch id or by the source reco
 - :mod:`.script`: the step and abort scripts, and the rules they keep.
 - :mod:`.publish`: the driver's commit and abort around them.
 - :mod:`.errors`: what a commit reports, and what stops it.
+- :mod:`.layout`: the source streams a keyed sink has marks for, and a change of them.
 
 Needs a standalone Redis: a script may only touch keys of one node, so the sink refuses
 a Redis Cluster in transactional mode when the query starts.

@@ -33,7 +33,7 @@ from typing import Any
 
 from enrich import EnrichError
 
-from .two_phase import ONE_SOURCE, PREFIX, sources_key
+from .state_keys import ONE_SOURCE, PREFIX, sources_key
 
 # the streams the query reads, comma-separated (low_latency sets it)
 STREAMS_OPTION = "sourceStreams"
