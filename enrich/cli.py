@@ -28,14 +28,27 @@ def demo(args: argparse.Namespace) -> int:
     from .demo.kafka_broker import BrokerUnavailable
     from .demo.live import java_missing, live_demo
     from .demo.local import demo_services
+    from .demo.postgres_server import PostgresUnavailable
     from .demo.walkthrough import lookup_demo, operator_demo
 
     if args.serve:
         return dim_server(args)
     try:
+        if args.store == "postgres":
+            from .demo.postgres_server import postgres_bindir
+
+            postgres_bindir()  # no binaries: say so now, not after part 1
         operator_demo(args.records, args.capacity)
-        with demo_services(latency=args.latency, announce=_announce) as (redis_url, http_base):
-            lookup_demo(redis_url, http_base)
+        with contextlib.ExitStack() as stack:
+            redis_url, http_base = stack.enter_context(
+                demo_services(latency=args.latency, announce=_announce)
+            )
+            postgres_url = None
+            if args.store == "postgres":
+                from .demo.postgres_store import demo_postgres
+
+                postgres_url = stack.enter_context(demo_postgres(_announce))
+            lookup_demo(redis_url, http_base, postgres_url)
             if args.no_spark:
                 return 0
             if java_missing():
@@ -45,12 +58,22 @@ def demo(args: argparse.Namespace) -> int:
                     "openjdk-17-jre-headless') for this part."
                 )
                 return 0
-            live_demo(redis_url, http_base, args.duration, args.rows_per_second, source=args.source)
+            live_demo(
+                redis_url,
+                http_base,
+                args.duration,
+                args.rows_per_second,
+                source=args.source,
+                postgres_url=postgres_url,
+            )
     except KeyboardInterrupt:
         print("\nstopped", file=sys.stderr)
         return 130
     except BrokerUnavailable as exc:  # --source kafka without the jars (or Java)
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except PostgresUnavailable as exc:  # --store postgres without PostgreSQL's binaries
+        print(f"error: --store postgres: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
 
@@ -191,6 +214,14 @@ def parser() -> argparse.ArgumentParser:
         help="where the streaming part's orders come from: Spark's rate source (default), "
         "or a Kafka topic a producer feeds, on a broker the demo starts (needs "
         "scripts/kafka/fetch's jars)",
+    )
+    d.add_argument(
+        "--store",
+        choices=("redis", "postgres"),
+        default="redis",
+        help="where the users dimension lives: the embedded Redis (default), or a "
+        "PostgreSQL server the demo starts (needs PostgreSQL's binaries: "
+        "apt-get install postgresql)",
     )
     d.add_argument("--no-spark", action="store_true", help="skip the Spark part")
     d.add_argument(

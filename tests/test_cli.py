@@ -400,3 +400,41 @@ def test_demo_reads_its_orders_from_kafka_when_asked(tmp_path: Path) -> None:
         running = False
     assert not running
     assert list(tmp_path.glob("enrich-*")) == []
+
+
+def _postgres_missing() -> bool:
+    from enrich.demo.postgres_server import PostgresUnavailable, postgres_bindir
+
+    try:
+        postgres_bindir()
+    except PostgresUnavailable:
+        return True
+    return False
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.skipif(
+    _postgres_missing(), reason="no PostgreSQL binaries (apt-get install postgresql)"
+)
+def test_demo_joins_users_from_postgres_when_asked(tmp_path: Path) -> None:
+    import socket
+
+    done = run_enrich(
+        "demo", "--store", "postgres", "--no-spark", "--records", "500", env=no_redis_env(tmp_path)
+    )
+    out = done.stdout
+    assert done.returncode == 0, out[-4000:] + done.stderr[-4000:]
+    found = re.search(r"^started PostgreSQL: \S+/postgres, port (\d+), table demo_users", out, re.M)
+    assert found is not None, out[-4000:]
+    assert "orders enriched from PostgreSQL (users)" in out
+    # User 13's Redis value is broken JSON; the table holds it as a typed row: a hit.
+    assert re.search(
+        r"hit \(a typed table\)\s+\{'order_id': 1005, 'user_id': 13, .*"
+        r"'name': 'user-13', 'tier': 'silver', 'enrich_error': None",
+        out,
+    ), out
+    assert re.search(r"^\s+hit\s+\{'order_id': 1001.*'name': 'user-1'", out, re.M), out
+    assert re.search(r"miss: no such user\s+\{'order_id': 1003.*'name': None", out), out
+    # The server was stopped before the command exited: its port no longer answers.
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", int(found[1])), 2):
+        pass

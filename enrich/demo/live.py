@@ -26,6 +26,7 @@ from typing import Any
 from connectors.redis import RedisLookup
 
 from .local import BROKEN_USER, DEMO_USERS
+from .postgres_store import users_lookup
 
 REFRESH = 0.5  # seconds between live updates
 PLAIN_EVERY = 2.0  # seconds between plain progress lines
@@ -86,7 +87,12 @@ def java_missing() -> bool:
 
 
 def live_demo(
-    redis_url: str, http_base: str, duration: float, rows_per_second: int, source: str = "rate"
+    redis_url: str,
+    http_base: str,
+    duration: float,
+    rows_per_second: int,
+    source: str = "rate",
+    postgres_url: str | None = None,
 ) -> None:
     """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early).
 
@@ -99,9 +105,10 @@ def live_demo(
         if source == "kafka":
             with _kafka_orders(folder, rows_per_second) as bootstrap:
                 _live_demo(folder / "spark.log", redis_url, http_base, duration,
-                           rows_per_second, bootstrap)  # fmt: skip
+                           rows_per_second, bootstrap, postgres_url)  # fmt: skip
         else:
-            _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second)
+            _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second,
+                       postgres_url=postgres_url)  # fmt: skip
     except KeyboardInterrupt:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -155,15 +162,17 @@ def _live_demo(
     duration: float,
     rows_per_second: int,
     kafka: str | None = None,
+    postgres_url: str | None = None,
 ) -> None:
     from connectors.http import HttpLookup
     from enrich import LookupCache
     from enrich.spark import lookup_join, session
 
+    store = "PostgreSQL" if postgres_url else "Redis"
     where = f"the Kafka topic 'orders' ({kafka})" if kafka else "a rate source"
     print(
         f"3. Spark Structured Streaming: {rows_per_second:,} orders/s from {where},\n"
-        f"   enriched from Redis (users), then HTTP (credit), for {duration:g} s "
+        f"   enriched from {store} (users), then HTTP (credit), for {duration:g} s "
         "(Ctrl-C stops sooner)\n"
     )
     print(
@@ -182,8 +191,12 @@ def _live_demo(
     spark.sparkContext.setLogLevel("ERROR")
     query = None
     try:
-        users = QuietRedisLookup(
-            redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+        users: Any = (
+            users_lookup(postgres_url)
+            if postgres_url
+            else QuietRedisLookup(
+                redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+            )
         )
         credit = HttpLookup(http_base + "/users/{}", schema="credit double")
         if kafka:  # the producer's order numbers, as the rate source's value
@@ -297,7 +310,7 @@ def _watch(query: Any, duration: float) -> None:
         return
 
     def table() -> Any:
-        shown = Table(title="live: users (Redis) / credit (HTTP)", show_header=False)
+        shown = Table(title="live: users / credit (HTTP)", show_header=False)
         shown.add_column("what", style="bold")
         shown.add_column("value", justify="right")
         for key, value in _status(query, started).items():
