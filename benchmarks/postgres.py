@@ -14,6 +14,13 @@ cursor, the grouping, the snapshot's Arrow struct) against a plain ``COPY (SELEC
 TO STDOUT`` of the same rows read by asyncpg and thrown away; the process's RSS growth
 for the snapshot.
 
+And, apart (``python -m benchmarks.postgres jdbc``), the reference a Spark user reaches for
+first: the table read once by Spark's own JDBC source (``spark.read.format("jdbc")``,
+cached) and broadcast-joined to the same orders, a stream-static join. Its rows/s beside
+``lookup_join``'s, and its freshness: a row updated after the read, then both joins asked
+for it. Needs the driver jar of ``scripts/jdbc/fetch``; the section it measures is
+appended to (or replaces its earlier copy in) benchmarks/results/postgres.md.
+
 Run: ``python -m benchmarks postgres`` (writes benchmarks/results/postgres.md). Sizes:
 ``ENRICH_BENCH_PG_TABLE`` (1,000,000), ``ENRICH_BENCH_PG_ROWS`` (1,000,000).
 """
@@ -21,11 +28,14 @@ Run: ``python -m benchmarks postgres`` (writes benchmarks/results/postgres.md). 
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from connectors.postgres import PostgresLookup
@@ -33,7 +43,7 @@ from enrich import FullCache, FullCacheSource
 from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.runtime import run_sync
 
-from ._report import best_rate, table, write
+from ._report import RESULTS, best_rate, table, write
 from .spark import PARTITIONS, passthrough, start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_PG_TABLE", 1_000_000))
@@ -286,5 +296,102 @@ def main() -> None:
     print(f"written to {path} in {time.perf_counter() - started:.0f}s")
 
 
+# -- the JDBC reference: Spark's own source, read once -----------------------------------
+
+JDBC_HEADING = "Spark's JDBC source, read once (a stream-static join), beside lookup_join"
+FRESH_ID = 42  # the row updated after the read
+
+
+def jdbc_jar() -> str:
+    """The PostgreSQL JDBC driver jar scripts/jdbc/fetch put in the project's cache."""
+    root = Path(__file__).resolve().parents[1]
+    folder = os.environ.get("ENRICH_JDBC_JARS") or str(root / ".cache" / "jdbc")
+    jars = sorted(glob.glob(os.path.join(folder, "postgresql-*.jar")))
+    if not jars:
+        raise SystemExit(f"no PostgreSQL JDBC driver in {folder}: run scripts/jdbc/fetch")
+    return jars[-1]
+
+
+def jdbc_static(spark: Any, server: PostgresServer) -> str:
+    """Rates of the broadcast join to the JDBC snapshot and of lookup_join; then freshness."""
+    from pyspark.sql import functions as F
+
+    from enrich.spark import lookup_join
+
+    started = time.perf_counter()
+    snapshot = (
+        spark.read.format("jdbc")
+        .option("url", f"jdbc:postgresql://127.0.0.1:{server.port}/{server.database}")
+        .option("user", server.user)
+        .option("password", server.password)
+        .option("driver", "org.postgresql.Driver")
+        .option("dbtable", "users")
+        .option("partitionColumn", "id")
+        .option("lowerBound", 0)
+        .option("upperBound", TABLE_ROWS)
+        .option("numPartitions", PARTITIONS)
+        .option("fetchsize", 10_000)
+        .load()
+        .cache()
+    )
+    snapshot.count()  # the one read; the join below never goes back to the database
+    read_seconds = time.perf_counter() - started
+    source = PostgresLookup(server.url, table="users", key="id", schema=SCHEMA)
+    df = orders(spark, ROWS, seed=7)
+    static = df.join(F.broadcast(snapshot), df.user_id == snapshot.id, "left").drop("id")
+    joined = lookup_join(df, source, on="user_id", name="pg_bench")
+    sink(joined.limit(1000), 1000)  # warm-up: pools, workers
+    paths = [
+        ("lookup_join, defaults (no cache)", joined),
+        ("JDBC snapshot, broadcast join", static),
+    ]
+    rates = dict.fromkeys((label for label, _ in paths), 0.0)
+    for round_ in range(ROUNDS):
+        for label, frame in paths:
+            rate = best_rate(partial(sink, frame, ROWS), repeat=1)
+            rates[label] = max(rates[label], rate)
+            print(f"  round {round_ + 1}, {label}: {rate:,.0f} rows/s", flush=True)
+    df.unpersist()
+    # Freshness: the row changes after the read; each join is asked for it again.
+    server.sql(f"UPDATE users SET name = 'renamed-after-the-read' WHERE id = {FRESH_ID}")
+    one = spark.createDataFrame([(1, FRESH_ID)], "order_id long, user_id long")
+    seen_static = one.join(F.broadcast(snapshot), one.user_id == snapshot.id).first()["name"]
+    seen_lookup = lookup_join(one, source, on="user_id").first()["name"]
+    snapshot.unpersist()
+    rows = [[label, rate, rate / rates[paths[0][0]]] for label, rate in rates.items()]
+    text = table(["path", "rows/s", "vs lookup_join"], rows)
+    text += (
+        f"\n\nThe JDBC read of {TABLE_ROWS:,} rows into the cached snapshot: {read_seconds:.1f} s "
+        f"(not in its rate).\n\nFreshness: `UPDATE users SET name = 'renamed-after-the-read' "
+        f"WHERE id = {FRESH_ID}` after the read; then the JDBC snapshot's join returns "
+        f"`{seen_static}`, lookup_join (no cache) returns `{seen_lookup}`."
+    )
+    return text
+
+
+def main_jdbc() -> None:
+    started = time.perf_counter()
+    with PostgresServer() as server:
+        fill(server)
+        spark = start_spark(spark__jars=jdbc_jar())
+        try:
+            text = jdbc_static(spark, server)
+        finally:
+            spark.stop()
+    load = os.popen("uptime").read().strip()
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    section = (
+        f"## {JDBC_HEADING}\n\nMeasured {when} UTC, {ROWS:,} orders over a {TABLE_ROWS:,}-row "
+        f"table, local[2], noop sink, best of {ROUNDS} interleaved rounds; `uptime` at the "
+        f"end: {load}.\n\n{text}\n"
+    )
+    path = RESULTS / "postgres.md"
+    earlier = path.read_text() if path.exists() else ""
+    earlier = earlier.split(f"\n## {JDBC_HEADING}")[0].rstrip("\n")
+    path.write_text(f"{earlier}\n\n\n{section}")
+    print(section)
+    print(f"appended to {path} in {time.perf_counter() - started:.0f}s")
+
+
 if __name__ == "__main__":
-    main()
+    main_jdbc() if sys.argv[1:] == ["jdbc"] else main()

@@ -201,8 +201,9 @@ def passthrough(batches: Iterator[Any]) -> Iterator[Any]:
 # -- the driver --------------------------------------------------------------------------
 
 
-def start_spark() -> Any:
-    """local[2], the workers on this interpreter and able to import this package."""
+def start_spark(**conf: str) -> Any:
+    """local[2], the workers on this interpreter and able to import this package; ``conf``
+    adds settings (``spark__jars=...``)."""
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -218,6 +219,7 @@ def start_spark() -> Any:
         spark__default__parallelism=str(PARTITIONS),
         spark__python__worker__reuse="true",
         spark__driver__memory="2g",
+        **conf,
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
