@@ -188,8 +188,9 @@ def tell(query: Any, told: set[int]) -> None:
             continue
         told.add(progress["batchId"])
         source = progress["sources"][0]
-        start = json.loads(source["startOffset"] or "{}").get("orders", "0-0")
-        end = json.loads(source["endOffset"] or "{}").get("orders", "0-0")
+        # A first batch's startOffset is the JSON text "null" (no offset yet), not None.
+        start = (json.loads(source["startOffset"] or "null") or {}).get("orders", "0-0")
+        end = (json.loads(source["endOffset"] or "null") or {}).get("orders", "0-0")
         print(f"BATCH {progress['batchId']} {progress['numInputRows']} {start} {end}", flush=True)
 
 
@@ -197,7 +198,7 @@ def reached(query: Any, last: tuple[int, int]) -> bool:
     """Whether a micro-batch of this run read up to entry ``last``."""
     for progress in query.recentProgress:
         for source in progress["sources"]:
-            end = json.loads(source["endOffset"] or "{}").get("orders")
+            end = (json.loads(source["endOffset"] or "null") or {}).get("orders")
             if progress["numInputRows"] and end and parse_id(end) >= last:
                 return True
     return False
