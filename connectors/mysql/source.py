@@ -12,10 +12,8 @@ from connectors.sql import (
     DEFAULT_MAX_LIFETIME,
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
-    DatabaseUrl,
     RowReader,
     SqlSettings,
-    Target,
     dimension_pages,
     fit_key,
     store_key,
@@ -120,20 +118,22 @@ class MySqlLookup:
         job_rate_limit: float | JobRateLimit | None = None,
         concurrency: str = "fixed",
     ) -> None:
-        parsed = DatabaseUrl.parse(
-            url, schemes=SCHEMES, default_port=DEFAULT_PORT, password=password
-        )
-        target = Target.of(table=table, key=key, query=query, full_query=full_query)
-        store = f"mysql {parsed.masked()} {target.table_name}"
-        self._settings = SqlSettings(
-            url=parsed,
-            target=target,
+        self._settings = SqlSettings.of(
+            "mysql",
+            url,
+            schemes=SCHEMES,
+            default_port=DEFAULT_PORT,
+            password=password,
+            table=table,
+            key=key,
+            query=query,
+            full_query=full_query,
+            job_rate_limit=job_rate_limit,
             pool_size=pool_size,
             max_lifetime=max_lifetime,
             timeout=timeout,
             max_batch=max_batch,
             concurrency=concurrency,
-            job_rate_limit=SqlSettings.job_limit(job_rate_limit, store),
         )
         pools.tls_context(self._settings)  # a bad ssl-mode or CA file fails now
         if schema is None:

@@ -11,10 +11,8 @@ from connectors.sql import (
     DEFAULT_MAX_LIFETIME,
     DEFAULT_POOL_SIZE,
     DEFAULT_TIMEOUT,
-    DatabaseUrl,
     RowReader,
     SqlSettings,
-    Target,
     fit_key,
     store_key,
 )
@@ -119,20 +117,22 @@ class PostgresLookup:
         job_rate_limit: float | JobRateLimit | None = None,
         concurrency: str = "fixed",
     ) -> None:
-        parsed = DatabaseUrl.parse(
-            url, schemes=SCHEMES, default_port=DEFAULT_PORT, password=password
-        )
-        target = Target.of(table=table, key=key, query=query, full_query=full_query)
-        store = f"postgres {parsed.masked()} {target.table_name}"
-        self._settings = SqlSettings(
-            url=parsed,
-            target=target,
+        self._settings = SqlSettings.of(
+            "postgres",
+            url,
+            schemes=SCHEMES,
+            default_port=DEFAULT_PORT,
+            password=password,
+            table=table,
+            key=key,
+            query=query,
+            full_query=full_query,
+            job_rate_limit=job_rate_limit,
             pool_size=pool_size,
             max_lifetime=max_lifetime,
             timeout=timeout,
             max_batch=max_batch,
             concurrency=concurrency,
-            job_rate_limit=SqlSettings.job_limit(job_rate_limit, store),
         )
         if schema is None:
             from .describe import read_schema

@@ -8,6 +8,7 @@ the setting and the bad value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,37 @@ class SqlSettings:
         check_positive("timeout", self.timeout, "a number of seconds")
         check_int("max_batch", self.max_batch)
         check_choice("concurrency", self.concurrency, CONCURRENCY)
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        url: str,
+        *,
+        schemes: tuple[str, ...],
+        default_port: int,
+        password: str | None,
+        table: str | None,
+        key: str | Sequence[str],
+        query: str | None,
+        full_query: str | None,
+        job_rate_limit: Any,
+        **settings: Any,
+    ) -> SqlSettings:
+        """A connector's keyword arguments, parsed and checked: the URL (``password``
+        wins over the URL's), the target, and ``job_rate_limit`` named after the store
+        (``kind``, the masked URL and the table); ``settings`` are the other fields."""
+        parsed = DatabaseUrl.parse(
+            url, schemes=schemes, default_port=default_port, password=password
+        )
+        target = Target.of(table=table, key=key, query=query, full_query=full_query)
+        store = f"{kind} {parsed.masked()} {target.table_name}"
+        return cls(
+            url=parsed,
+            target=target,
+            job_rate_limit=cls.job_limit(job_rate_limit, store),
+            **settings,
+        )
 
     @staticmethod
     def job_limit(value: Any, store: str) -> JobRateLimit | None:
