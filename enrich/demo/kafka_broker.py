@@ -178,17 +178,38 @@ class KafkaBroker:
             raise BrokerUnavailable(
                 f"formatting the broker's log directory failed: {formatted.stderr[-2000:]}"
             )
-        with self.log_path.open("wb") as log:
+        self._launch(timeout)
+        return self
+
+    def restart(self, timeout: float = START_TIMEOUT) -> KafkaBroker:
+        """Stop the broker and start it again on the same ports and log directory: its
+        topics, committed offsets and open transactions' state survive, as in an
+        operator's rolling restart of a one-node cluster."""
+        self.stop()
+        self._launch(timeout)
+        return self
+
+    def _launch(self, timeout: float) -> None:
+        classpath = os.pathsep.join(str(jar) for jar in broker_jars())
+        properties = self.directory / "server.properties"
+        ready_before = self._ready_lines()
+        with self.log_path.open("ab") as log:  # a restart appends to the first start's log
             self.process = subprocess.Popen(
-                [*command, "kafka.Kafka", str(properties)],
+                [java(), *JVM_OPTIONS, "-cp", classpath, "kafka.Kafka", str(properties)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # stop() signals the broker, not our group
             )
-        self._wait_ready(timeout)
-        return self
+        self._wait_ready(timeout, ready_before)
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _ready_lines(self) -> int:
+        try:
+            return self.log_path.read_text(errors="replace").count(READY_LINE)
+        except FileNotFoundError:
+            return 0
+
+    def _wait_ready(self, timeout: float, ready_before: int) -> None:
+        """Until this launch logs its own ready line (a restart's log holds the last one's)."""
         deadline = time.monotonic() + timeout
         assert self.process is not None
         while time.monotonic() < deadline:
@@ -196,7 +217,7 @@ class KafkaBroker:
                 raise BrokerUnavailable(
                     f"the Kafka broker exited with {self.process.returncode}: {self._tail()}"
                 )
-            if READY_LINE in self.log_path.read_text(errors="replace") and _answers(self.port):
+            if self._ready_lines() > ready_before and _answers(self.port):
                 return
             time.sleep(0.1)  # polling a log file: no event to wait on across processes
         self.stop()

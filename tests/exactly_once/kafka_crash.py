@@ -4,13 +4,21 @@ while it writes, restart it from the same checkpoint with ``maxOffsetsPerTrigger
 drawn anew (batches cut otherwise), half the runs under the low-latency profile, then
 drain; a ``read_committed`` consumer then counts each order: 0 lost, 0 doubled.
 
-``python -m tests.exactly_once.kafka_crash --runs 3 --kills 3`` prints each run's
-counts.
+A kill is a machine crash: the job's process group and, in the same instant, the groups
+of Spark's Python daemons and workers (each in a group of its own, so a kill of the
+driver's group alone would let them end by themselves). With ``broker_restarts`` the
+broker is also restarted while the job writes (its transactions open or committing:
+batches of 7-90 records commit several times a second), and the job is restarted when
+it fails on the lost broker.
+
+``python -m tests.exactly_once.kafka_crash --runs 3 --kills 3 [--broker-restarts 1]``
+prints each run's counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -25,6 +33,7 @@ from pathlib import Path
 import redis
 
 from enrich.demo.kafka_broker import KafkaBroker
+from tests.support.crash_harness import python_groups
 from tests.support.kafka_fixtures import create_topic, produce
 from tests.support.kafka_reading import read_all
 from tests.support.redis_server import RedisServer
@@ -36,8 +45,27 @@ def _count(bootstrap: str, topic: str) -> int:
     return len(read_all(bootstrap, topic))
 
 
-def one_run(workdir: Path, seed: int, kills: int, orders: int, log=print) -> tuple[int, int, int]:
-    """Returns (kills landed, lost, doubled)."""
+def _crash(job: subprocess.Popen[bytes]) -> list[int]:
+    """SIGKILL the job's group and its Python daemons' groups at once; returns those."""
+    groups = [job.pid, *python_groups(job.pid)]
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    job.wait()
+    return groups
+
+
+def one_run(
+    workdir: Path,
+    seed: int,
+    kills: int,
+    orders: int,
+    log=print,
+    *,
+    broker_restarts: int = 0,
+) -> tuple[int, int, int]:
+    """Returns (kills landed, lost, doubled); ``broker_restarts`` more rounds restart the
+    broker, not the job, while it writes."""
     rng = random.Random(seed)
     broker = KafkaBroker(workdir / "broker").start()
     store = RedisServer(workdir / "redis").start()
@@ -63,7 +91,9 @@ def one_run(workdir: Path, seed: int, kills: int, orders: int, log=print) -> tup
                 stdout=(workdir / "job.log").open("ab"), stderr=subprocess.STDOUT,
             )  # fmt: skip
 
-        for _ in range(kills):
+        rounds = ["kill"] * kills + ["broker"] * broker_restarts
+        rng.shuffle(rounds)
+        for what in rounds:
             before = _count(bootstrap, target)
             job = start(rng.choice(["low", "drain"]))
             wanted = before + rng.randint(1, max(1, orders // 4))
@@ -72,10 +102,22 @@ def one_run(workdir: Path, seed: int, kills: int, orders: int, log=print) -> tup
                 if _count(bootstrap, target) >= min(wanted, orders):
                     break
                 time.sleep(0.5)
-            if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
+            if job.poll() is None and what == "kill":
+                groups = _crash(job)
                 landed += 1
-                log(f"  killed with {_count(bootstrap, target)} records written")
+                log(f"  machine crash (groups {groups}) with {_count(bootstrap, target)} written")
+            elif job.poll() is None:
+                written = _count(bootstrap, target)
+                broker.restart()
+                log(f"  broker restarted with {written} written while the job ran")
+                # the job rides it out or fails on it; either way it ends by draining
+                # (a "low" job runs until killed: end it as a crash would)
+                try:
+                    code = job.wait(timeout=120)
+                    log(f"  the job ended by itself with {code} after the broker's restart")
+                except subprocess.TimeoutExpired:
+                    _crash(job)
+                    log("  the job still ran 120 s after the broker's restart: crashed it")
             job.wait()
         for _ in range(3):
             job = start("drain")
@@ -97,11 +139,15 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=3)
     parser.add_argument("--orders", type=int, default=600)
     parser.add_argument("--seed", type=int, default=44)
+    parser.add_argument("--broker-restarts", type=int, default=0, help="per run")
     args = parser.parse_args()
     total = [0, 0, 0]
     for run in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="kafka-crash-") as folder:
-            landed, lost, doubled = one_run(Path(folder), args.seed + run, args.kills, args.orders)
+            landed, lost, doubled = one_run(
+                Path(folder), args.seed + run, args.kills, args.orders,
+                broker_restarts=args.broker_restarts,
+            )  # fmt: skip
         print(f"run {run}: {landed} kills, {lost} lost, {doubled} doubled", flush=True)
         total = [total[0] + landed, total[1] + lost, total[2] + doubled]
     print(f"total: {args.runs} runs, {total[0]} kills, {total[1]} lost, {total[2]} doubled")
