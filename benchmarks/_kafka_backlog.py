@@ -1,6 +1,8 @@
 """The backlog part of :mod:`benchmarks.kafka`: ``records`` order ids in a topic of 2
 partitions before anything reads them, then, on the same topic, in turn:
 
+  (spark) Spark's own ``kafka -> kafka``, no Python stage, the same defaults: the floor
+  of the JVM side (query start, source, sink) for the row below;
   (join) ``kafka -> lookup_join -> kafka`` on the library's defaults (Spark's default
   trigger, no ``maxOffsetsPerTrigger``, synchronous progress tracking), timed from
   building the query, in a session already running, to the last output record;
@@ -96,12 +98,16 @@ def check(bootstrap: str, topic: str, records: int) -> tuple[int, int]:
     return seen.count(0), sum(n - 1 for n in seen if n > 1)
 
 
-def spark_path(spark: Any, bootstrap: str, url: str, topic: str, work: Path) -> dict[str, Any]:
-    out = f"{topic}-join-{uuid.uuid4().hex[:6]}"
+def spark_path(
+    spark: Any, bootstrap: str, url: str, topic: str, work: Path, *, join: bool = True
+) -> dict[str, Any]:
+    """The query (with the join, or Spark's own without), timed from its construction."""
+    out = f"{topic}-{'join' if join else 'spark'}-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, out)
     records = written(bootstrap, topic)
     began = time.perf_counter()
-    df = joined(source(spark, bootstrap, topic), url)
+    df = source(spark, bootstrap, topic)
+    df = joined(df, url) if join else df
     query = to_kafka(df, bootstrap, out, str(work / f"chk-{out}"), asynchronous=False)
     seconds = await_written(bootstrap, out, records, began)
     query.processAllAvailable()
@@ -131,7 +137,7 @@ def hand_path(bootstrap: str, url: str, topic: str) -> dict[str, Any]:
             worker.terminate()
             worker.wait()
     lost, doubled = check(bootstrap, out, records)
-    return {"seconds": seconds, "lost": lost, "duplicates": doubled, "batches": None}
+    return {"seconds": seconds, "lost": lost, "duplicates": doubled, "batches": None, "topic": out}
 
 
 def hand_main(bootstrap: str, topic: str, out: str, url: str, group: str) -> None:

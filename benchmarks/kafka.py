@@ -22,7 +22,8 @@ before each row's input starts.
 
 Part ``backlog`` (:mod:`benchmarks._kafka_backlog`): ``--records`` (1,000,000) in the
 topic first, then ``kafka -> lookup_join -> kafka`` on the library's defaults (query
-start included) against a hand-written 2-process consumer, on the same data.
+start included) against a hand-written 2-process consumer, on the same data; Spark's
+own ``kafka -> kafka`` on the same defaults beside them, as the JVM side's floor.
 
 Rerun: ``./scripts/dev bench kafka --rates 2000,10000,30000 --seconds 20`` (``--paths``,
 ``--parts rates,backlog``, ``--records``, ``--rounds``). Each run merges into
@@ -110,11 +111,12 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"kafka: filling a backlog of {args.records:,}", flush=True)
                 backlog.fill(broker.bootstrap, topic, args.records)
                 rows = {}
-                for path in ("join", "hand"):
+                for path in ("spark", "join", "hand"):
                     load = os.getloadavg()[0]
                     print(f"kafka: backlog, {path}", flush=True)
-                    if path == "join":
-                        got = backlog.spark_path(spark, broker.bootstrap, url, topic, work)
+                    if path != "hand":
+                        got = backlog.spark_path(spark, broker.bootstrap, url, topic, work,
+                                                 join=path == "join")  # fmt: skip
                     else:
                         got = backlog.hand_path(broker.bootstrap, url, topic)
                     rows[path] = {**got, "load": load}
@@ -175,6 +177,7 @@ def ratios(runs: list[dict[str, Any]]) -> str:
 
 def backlog_report(b: dict[str, Any]) -> tuple[str, str]:
     labels = {
+        "spark": "Spark's own kafka -> kafka, no Python stage, defaults (query start included)",
         "join": "kafka -> lookup_join -> kafka, library defaults (query start included)",
         "hand": "hand-written: 2 processes, consume / one MGET a batch / produce",
     }
