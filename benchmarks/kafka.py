@@ -26,9 +26,9 @@ start included) against a hand-written 2-process consumer, on the same data; Spa
 own ``kafka -> kafka`` on the same defaults beside them, as the JVM side's floor.
 
 Rerun: ``./scripts/dev bench kafka --rates 2000,10000,30000 --seconds 20`` (``--paths``,
-``--parts rates,backlog``, ``--records``, ``--rounds``). Each run merges into
-``results/kafka.json`` (what this run did replaces the same rate and path), so the parts
-can run apart; the report is written from it.
+``--parts rates,backlog``, ``--records``, ``--rounds``). Each run adds its rows to
+``results/kafka.json`` (``--fresh`` starts it anew; a backlog replaces the last), so the
+parts and further rounds can run apart; the report is written from it.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--parts", default="rates,backlog")
     parser.add_argument("--records", type=int, default=1_000_000, help="backlog size")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the paths at each rate")
+    parser.add_argument("--fresh", action="store_true", help="drop the runs recorded before")
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",")]
     args.paths = args.paths.split(",")
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     from .spark import start_spark
 
     args = options(argv or [])
-    record: dict[str, Any] = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    fresh = args.fresh or not RECORD.exists()
+    record: dict[str, Any] = {} if fresh else json.loads(RECORD.read_text())
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="enrich-bench-kafka-") as tmp, local_redis() as url:
         work = Path(tmp)
@@ -99,8 +101,6 @@ def main(argv: list[str] | None = None) -> None:
                             tag = f"{rate}-{n}-{time.time_ns() % 10**9}"
                             result = run_path(spark, broker.bootstrap, url, path, rate,
                                               args.seconds, tag, work)  # fmt: skip
-                            runs = [r for r in runs if (r["rate"], r["path"], r["round"])
-                                    != (rate, path, n)]  # fmt: skip
                             runs.append({"rate": rate, "path": path, "round": n, "when": when,
                                          "seconds": args.seconds, **result})  # fmt: skip
                             RECORD.write_text(json.dumps({**record, "runs": runs}, indent=1))
@@ -138,8 +138,9 @@ def _once(r: dict[str, Any]) -> str:
 
 def report(record: dict[str, Any]) -> list[tuple[str, str]]:
     sections = []
+    order = ("rate", "when", "round")
     runs = sorted(record.get("runs", []),
-                  key=lambda r: (r["rate"], r["round"], PATHS.index(r["path"])))  # fmt: skip
+                  key=lambda r: (*(r[k] for k in order), PATHS.index(r["path"])))  # fmt: skip
     if runs:
         rows = [[f"{r['rate']:,}", LABELS[r["path"]], r["produced"], _once(r), r["p50"], r["p99"],
                  r["first_p99"], f"{r['batch_ms']:.0f} ms, {r['batch_rows']:,.0f} rows",
@@ -158,10 +159,10 @@ def report(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def ratios(runs: list[dict[str, Any]]) -> str:
-    base = {(r["rate"], r["round"]): r for r in runs if r["path"] == "spark"}
+    base = {(r["rate"], r["when"], r["round"]): r for r in runs if r["path"] == "spark"}
     rows = []
     for r in runs:
-        own = base.get((r["rate"], r["round"]))
+        own = base.get((r["rate"], r["when"], r["round"]))
         if r["path"] == "spark" or own is None:
             continue
         p50, p99 = r["p50"] / own["p50"], r["p99"] / own["p99"]
@@ -170,9 +171,11 @@ def ratios(runs: list[dict[str, Any]]) -> str:
             ok = p50 <= 1.25 and p99 <= 1.25 and r["p99"] <= 500 and _once(r) == "yes"
             met = "yes" if ok else "no"
         rows.append([f"{r['rate']:,}", LABELS[r["path"]], f"{p50:.2f}x", f"{p99:.2f}x",
-                     r["p99"], met or "-"])  # fmt: skip
+                     r["p99"], met or "-",
+                     f"{r['when']}, {own['load']:.1f} / {r['load']:.1f}"])  # fmt: skip
     return table(["records/s", "query", "p50 / Spark's", "p99 / Spark's", "p99 ms",
-                  "target met (10,000/s: both <= 1.25x, p99 <= 500 ms)"], rows)  # fmt: skip
+                  "target met (10,000/s: both <= 1.25x, p99 <= 500 ms)",
+                  "UTC, load before (Spark's / this)"], rows)  # fmt: skip
 
 
 def backlog_report(b: dict[str, Any]) -> tuple[str, str]:
