@@ -28,7 +28,8 @@ own ``kafka -> kafka`` on the same defaults beside them, as the JVM side's floor
 Rerun: ``./scripts/dev bench kafka --rates 2000,10000,30000 --seconds 20`` (``--paths``,
 ``--parts rates,backlog``, ``--records``, ``--rounds``). Each run adds its rows to
 ``results/kafka.json`` (``--fresh`` starts it anew; a backlog replaces the last), so the
-parts and further rounds can run apart; the report is written from it.
+parts and further rounds can run apart; the report is written from it. Where the time
+goes (a profile of the join's Python workers, what was tried): docs/kafka.md.
 """
 
 from __future__ import annotations
