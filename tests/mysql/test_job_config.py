@@ -11,7 +11,7 @@ import pytest
 from connectors.mysql import MySqlLookup
 from jobs import _config
 from jobs.check import check
-from tests.mysql.test_failures import free_port
+from tests.sql.test_failures import free_port
 from tests.support.mysql_server import MySqlServer
 from tests.test_cli import run_enrich
 
