@@ -34,6 +34,7 @@ class Store:
             ``database``, ``sql(script)``, ``stop()``, ``start()``).
         lookup: the connector's lookup class.
         scheme: the URL scheme.
+        in_keys: how a ``query=`` compares a column with its ``:keys`` parameter.
         sleepy_query: a ``query=`` lookup of ``users`` taking five seconds a statement.
     """
 
@@ -41,6 +42,7 @@ class Store:
     server: Any
     lookup: type[SqlLookup]
     scheme: str
+    in_keys: str
     sleepy_query: str
 
     @property
@@ -60,26 +62,29 @@ class Store:
         where = f"127.0.0.1:{port or server.port}/{database or server.database}"
         return f"{self.scheme}://{user}@{where}"
 
-    def table(self, name: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
-        """A fresh table ``name`` (``columns``: SQL both servers read) holding ``rows``
-        (integers and strings)."""
+    def insert(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        """``rows`` (numbers and strings) added to ``table`` by one statement."""
 
         def literal(value: Any) -> str:
-            return str(value) if isinstance(value, int) else "'" + value.replace("'", "''") + "'"
+            if isinstance(value, str):
+                return "'" + value.replace("'", "''") + "'"
+            return repr(value)
 
         values = ", ".join(f"({', '.join(literal(v) for v in row)})" for row in rows)
-        self.server.sql(
-            f"DROP TABLE IF EXISTS {name}; CREATE TABLE {name} ({columns});"
-            f"INSERT INTO {name} VALUES {values}"
-        )
+        self.server.sql(f"INSERT INTO {table} VALUES {values}")
+
+    def table(self, name: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+        """A fresh table ``name`` (``columns``: SQL both servers read) holding ``rows``."""
+        self.server.sql(f"DROP TABLE IF EXISTS {name}; CREATE TABLE {name} ({columns})")
+        self.insert(name, rows)
 
 
 def _store(name: str, server: Any) -> Store:
     if name == "postgres":
         query = "SELECT id, name FROM users, pg_sleep(5) WHERE id = ANY(:keys)"
-        return Store(name, server, PostgresLookup, "postgresql", query)
+        return Store(name, server, PostgresLookup, "postgresql", "= ANY(:keys)", query)
     query = "SELECT id, name FROM users WHERE SLEEP(5) = 0 AND id IN (:keys)"
-    return Store(name, server, MySqlLookup, "mysql", query)
+    return Store(name, server, MySqlLookup, "mysql", "IN (:keys)", query)
 
 
 @pytest.fixture(params=STORES)
