@@ -79,7 +79,8 @@ class Store:
         self.insert(name, rows)
 
 
-def _store(name: str, server: Any) -> Store:
+def store_of(name: str, server: Any) -> Store:
+    """The ``Store`` of the ``name`` connector on ``server``."""
     if name == "postgres":
         query = "SELECT id, name FROM users, pg_sleep(5) WHERE id = ANY(:keys)"
         return Store(name, server, PostgresLookup, "postgresql", "= ANY(:keys)", query)
@@ -94,7 +95,7 @@ def store(request: pytest.FixtureRequest) -> Store:
     name = request.param
     server = request.getfixturevalue(f"{name}_server")
     server.sql(POSTGRES_USERS if name == "postgres" else MYSQL_USERS)
-    return _store(name, server)
+    return store_of(name, server)
 
 
 @pytest.fixture(params=STORES)
@@ -103,7 +104,7 @@ def restartable_store(request: pytest.FixtureRequest) -> Store:
     test's own; MariaDB: the session's, started again after the test if left stopped)."""
     name = request.param
     fixture = "restartable_postgres" if name == "postgres" else "mysql_server"
-    return _store(name, request.getfixturevalue(fixture))
+    return store_of(name, request.getfixturevalue(fixture))
 
 
 @pytest_asyncio.fixture
