@@ -9,8 +9,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from tests.mysql.conftest import MakeLookup, struct_rows
+from tests.mysql.conftest import MakeLookup
 from tests.support.mysql_server import MySqlServer
+from tests.support.sql_lookups import EVERY_TYPE_ARROW, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -77,29 +78,7 @@ async def test_every_type_round_trips_as_arrow(
 ) -> None:
     mysql_server.sql(TABLE)
     source = make_lookup(mysql_server.url, table="everything", key="id", schema=SCHEMA)
-    struct = pa.struct(
-        [
-            ("s", pa.string()),
-            ("u", pa.string()),
-            ("ti", pa.int8()),
-            ("si", pa.int16()),
-            ("i", pa.int32()),
-            ("bi", pa.int64()),
-            ("f", pa.float32()),
-            ("d", pa.float64()),
-            ("dec", pa.decimal128(12, 3)),
-            ("b", pa.bool_()),
-            ("bin", pa.binary()),
-            ("dt", pa.date32()),
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("ntz", pa.timestamp("us")),
-            ("arr", pa.list_(pa.int32())),
-            ("tags", pa.list_(pa.string())),
-            ("m", pa.map_(pa.string(), pa.float64())),
-            ("st", pa.struct([("city", pa.string()), ("zip", pa.int32())])),
-            ("n", pa.string()),
-        ]
-    )
+    struct = pa.struct([*EVERY_TYPE_ARROW, ("n", pa.string())])
 
     answer = await source.lookup_arrow(pa.array([1, 2, 3]), struct)
     rows = struct_rows(answer.rows)

@@ -11,7 +11,8 @@ import pytest
 from connectors.postgres import PostgresLookup
 from connectors.sql import UnmappableColumn
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup, struct_rows
+from tests.postgres.conftest import MakeLookup
+from tests.support.sql_lookups import struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 SCHEMA = "name string, tier string, credit double"

@@ -9,7 +9,8 @@ from decimal import Decimal
 import pytest
 
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup, struct_rows
+from tests.postgres.conftest import MakeLookup
+from tests.support.sql_lookups import EVERY_TYPE_ARROW, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -80,29 +81,7 @@ async def test_every_type_round_trips_as_arrow(
     postgres_server.sql(TABLE)
     source = make_lookup(postgres_server.url, table="everything", key="id", schema=SCHEMA)
     place = pa.struct([("city", pa.string()), ("zip", pa.int32())])
-    struct = pa.struct(
-        [
-            ("s", pa.string()),
-            ("u", pa.string()),
-            ("ti", pa.int8()),
-            ("si", pa.int16()),
-            ("i", pa.int32()),
-            ("bi", pa.int64()),
-            ("f", pa.float32()),
-            ("d", pa.float64()),
-            ("dec", pa.decimal128(12, 3)),
-            ("b", pa.bool_()),
-            ("bin", pa.binary()),
-            ("dt", pa.date32()),
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("ntz", pa.timestamp("us")),
-            ("arr", pa.list_(pa.int32())),
-            ("tags", pa.list_(pa.string())),
-            ("m", pa.map_(pa.string(), pa.float64())),
-            ("st", place),
-            ("doc", place),
-        ]
-    )
+    struct = pa.struct([*EVERY_TYPE_ARROW, ("doc", place)])
 
     answer = await source.lookup_arrow(pa.array([2, 1, 3], pa.int64()), struct)
 

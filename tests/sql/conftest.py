@@ -18,6 +18,7 @@ from connectors.postgres import PostgresLookup
 from connectors.sql import SqlLookup
 from tests.mysql.conftest import USERS as MYSQL_USERS
 from tests.postgres.conftest import USERS as POSTGRES_USERS
+from tests.support.sql_lookups import closed_after
 
 MakeLookup = Callable[..., SqlLookup]
 STORES = ("postgres", "mysql")
@@ -110,13 +111,5 @@ def restartable_store(request: pytest.FixtureRequest) -> Store:
 @pytest_asyncio.fixture
 async def make_lookup(store: Store) -> AsyncIterator[MakeLookup]:
     """``make_lookup(url, **settings)``: the store's lookup, its pool closed after the test."""
-    made: list[SqlLookup] = []
-
-    def make(url: str, **settings: Any) -> SqlLookup:
-        source = store.lookup(url, **settings)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        await source.aclose()
+    async for make in closed_after(store.lookup):
+        yield make
