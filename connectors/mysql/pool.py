@@ -42,6 +42,8 @@ from . import aggregate
 from .dialect import MySqlDialect, arguments, expand, key_kind, template
 from .errors import code
 
+__all__ = ("HANDLES", "Handle", "Plan", "connect_options", "handle_for")
+
 _log = logging.getLogger("connectors.mysql")
 REGISTRY = "connectors.mysql"
 # The client gives the server's statement time limit this long to stop a statement
@@ -262,16 +264,4 @@ def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
 
 
 HANDLES = HandleRegistry(REGISTRY, _open)
-handle_for = HANDLES.handle_for
-adaptive_key = HANDLES.adaptive_key
-close_handle = HANDLES.close_handle
-
-__all__ = (
-    "HANDLES",
-    "Handle",
-    "Plan",
-    "adaptive_key",
-    "close_handle",
-    "connect_options",
-    "handle_for",
-)
+handle_for = HANDLES.handle_for  # this process's handle for the settings on the running loop

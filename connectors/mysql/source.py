@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 
 import aiomysql
 
-from connectors.sql import SqlLookup, SqlSettings, dimension_pages
-from enrich.spi import Schema
+from connectors.sql import Column, SqlLookup, SqlSettings, dimension_pages
 
 from . import pool as pools
+from .describe import MYSQL_TYPES
 from .errors import DRIVER_ERRORS, is_connection_lost, translate
 
 __all__ = ("MySqlLookup",)
@@ -57,14 +57,15 @@ class MySqlLookup(SqlLookup):
     default_port = DEFAULT_PORT
     default_max_batch = DEFAULT_MAX_BATCH
     handles = pools.HANDLES
+    column_types = MYSQL_TYPES
 
     def _check(self, settings: SqlSettings) -> None:
         pools.tls_context(settings)  # a bad ssl-mode or CA file fails now
 
-    def _describe(self) -> Schema:
-        from .describe import read_schema
+    def _read_columns(self) -> list[Column]:
+        from .describe import read_columns
 
-        return read_schema(self._settings)
+        return read_columns(self._settings)
 
     async def _plan(self, handle: pools.Handle) -> pools.Plan:
         return await self._once_more(lambda: handle.plan(self.schema))

@@ -243,16 +243,6 @@ def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
 
 
 HANDLES = HandleRegistry(REGISTRY, _open)
-handle_for = HANDLES.handle_for
-adaptive_key = HANDLES.adaptive_key
-close_handle = HANDLES.close_handle
+handle_for = HANDLES.handle_for  # this process's handle for the settings on the running loop
 
-__all__ = (
-    "HANDLES",
-    "Handle",
-    "Plan",
-    "adaptive_key",
-    "close_handle",
-    "connect_options",
-    "handle_for",
-)
+__all__ = ("HANDLES", "Handle", "Plan", "connect_options", "handle_for")

@@ -6,8 +6,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from connectors.sql import SqlLookup
-from enrich.spi import LookupFailed, Schema
+from connectors.sql import Column, SqlLookup
+from enrich.spi import LookupFailed
 
 from . import pool as pools
 from .errors import (
@@ -58,10 +58,10 @@ class PostgresLookup(SqlLookup):
     default_port = DEFAULT_PORT
     handles = pools.HANDLES
 
-    def _describe(self) -> Schema:
-        from .describe import read_schema
+    def _read_columns(self) -> list[Column]:
+        from .describe import read_columns
 
-        return read_schema(self._settings)
+        return read_columns(self._settings)
 
     async def _plan(self, handle: pools.Handle) -> pools.Plan:
         try:

@@ -32,10 +32,13 @@ The pieces, one module each:
   store protections around each statement (:class:`~connectors.sql.handles.Protections`:
   the job rate limit's share, the adaptive limit's slots), the plan read once per schema
   (:class:`~connectors.sql.handles.SqlHandle`) and the registry of handles by settings.
+* :mod:`~connectors.sql.batches` -- :func:`~connectors.sql.batches.batch_answers`: a
+  call's keys fitted to the key columns, cut into batches of ``max_batch`` sent
+  concurrently, a lone batch's failure raised, the call raising when every batch failed.
 * :mod:`~connectors.sql.lookup` -- :class:`SqlLookup`: the lookup source both connectors
-  subclass: construction, batching (keys fitted, batches of ``max_batch`` run
-  concurrently, the call raising when every batch failed), the columnar lookup's
-  default, ``aclose``, pickling, equality and a password-free ``repr``.
+  subclass: construction (the table's columns read when no schema is given), the
+  batches, the columnar lookup's default, ``aclose``, pickling, equality and a
+  password-free ``repr``.
 
 What a driver package adds (see ``connectors.postgres``): a ``SqlLookup`` subclass naming
 its store (``kind``, URL schemes, default port and batch size) and its handles, that

@@ -18,14 +18,15 @@ from enrich.spi import (
     LookupFailed,
     Schema,
     SchemaLike,
-    answers_as_completed,
     close_limiter,
     forget_process_limit,
     peek_process_limit,
     short,
 )
 
-from .answers import RowReader, fit_key, store_key
+from .answers import RowReader, store_key
+from .batches import batch_answers
+from .columns import Column, schema_from_columns
 from .handles import HandleRegistry
 from .settings import (
     DEFAULT_MAX_BATCH,
@@ -48,7 +49,8 @@ class SqlLookup:
       (the connector's ``describe``). The object holds no live state and pickles; equal
       settings and schemas make equal sources (sharing a process's pool).
     * One statement per batch of at most ``max_batch`` keys; the batches of a call run
-      concurrently on at most ``pool_size`` connections per process and loop.
+      concurrently on at most ``pool_size`` connections per process and loop
+      (``connectors.sql.batches``).
     * A key with one row answers a tuple, with several rows a list of them (a 1:N join),
       with none None (a miss). A row that does not fit the schema fails its key alone
       (``DecodeError``); so does a key of the wrong type for its column (``kind="key"``),
@@ -88,6 +90,8 @@ class SqlLookup:
     default_port: ClassVar[int]
     default_max_batch: ClassVar[int] = DEFAULT_MAX_BATCH
     handles: ClassVar[HandleRegistry[Any]]
+    # The server's own spellings of column types (information_schema) the base's map lacks.
+    column_types: ClassVar[Mapping[str, str] | None] = None
 
     schema: Schema
     # lookup_many splits its keys into statements of max_batch itself: the columnar lane
@@ -143,7 +147,31 @@ class SqlLookup:
         """Fail now on a setting only the driver can judge (none by default)."""
 
     def _describe(self) -> Schema:
-        """The schema read from the table's columns (``schema=`` omitted)."""
+        """The dimension schema of the table's non-key columns (``schema=`` omitted), their
+        types mapped by ``connectors.sql.columns`` and the connector's ``column_types``.
+
+        Raises:
+            ValueError: the query form (it needs ``schema=``), no such table, no key column.
+            UnmappableColumn: a column's type maps to no dimension type.
+            LookupFailed: the server could not be asked (one line, no secret).
+        """
+        target = self._settings.target
+        if target.query is not None:
+            raise ValueError("query= needs schema= (the fields the query returns)")
+        return schema_from_columns(
+            self._read_columns(),
+            table=repr(target.table_name),
+            keys=target.keys,
+            extra=self.column_types,
+        )
+
+    def _read_columns(self) -> list[Column]:
+        """The table's columns, in order (an empty list: no such table), read once over a
+        short-lived connection of its own.
+
+        Raises:
+            LookupFailed: the server could not be asked (one line, no secret).
+        """
         raise NotImplementedError
 
     async def _plan(self, handle: Any) -> Any:
@@ -186,39 +214,15 @@ class SqlLookup:
             return
         handle = self.handles.handle_for(self._settings)
         plan = await self._plan(handle)
-        refused: dict[Any, Any] = {}
-        wanted: list[Any] = []
-        for key in keys:
-            try:
-                wanted.append(fit_key(key, plan.kinds))
-            except TypeError as exc:
-                refused[key] = self._refused(key, exc)
-        if refused:
-            yield refused
-        size = self._settings.max_batch
-        batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
-        if not batches:
-            return
-        if len(batches) == 1:  # alone, the batch's failure is the call's: raised
-            yield await self._batch(handle, plan, batches[0])
-            return
-        calls = {n: self._settled(handle, plan, b) for n, b in enumerate(batches)}
-        failures: list[LookupFailed] = []
-        async for done in answers_as_completed(calls):
-            for n, answers in done.items():
-                if isinstance(answers, LookupFailed):
-                    failures.append(answers)
-                    answers = dict.fromkeys(batches[n], answers)
-                yield answers
-        if len(failures) == len(batches):
-            raise failures[0]
-
-    async def _settled(self, handle: Any, plan: Any, keys: list[Any]) -> Any:
-        """One statement's answers, or its failure (returned, not raised)."""
-        try:
-            return await self._batch(handle, plan, keys)
-        except LookupFailed as exc:
-            return exc
+        answers = batch_answers(
+            keys,
+            kinds=plan.kinds,
+            max_batch=self._settings.max_batch,
+            refused=self._refused,
+            send=lambda batch: self._batch(handle, plan, batch),
+        )
+        async for found in answers:
+            yield found
 
     def _refused(self, key: Any, exc: TypeError) -> LookupFailed:
         """The answer of a key its column's type refuses (final: asking again won't help)."""
