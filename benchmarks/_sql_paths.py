@@ -1,5 +1,5 @@
 """What the relational benchmarks (``benchmarks.postgres``, ``benchmarks.mysql``) share: the
-dimension's schema, the orders frame, the noop sink, and the join paths raced in
+dimension's schema, the orders frame (user ids drawn from the table's), and the join paths raced in
 interleaved rounds (``lookup_join`` beside (b) one statement per batch, (a) one per row,
 (c) an Arrow passthrough)."""
 
@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from ._report import best_rate, table
-from .spark import PARTITIONS, passthrough
+from .spark import PARTITIONS, passthrough, sink
 
 SCHEMA = "name string, tier string, credit double"
 SELECT = "SELECT id, name, tier, credit FROM users"
@@ -27,11 +27,6 @@ def orders(spark: Any, rows: int, seed: int, table_rows: int) -> Any:
     df = df.cache()
     df.count()
     return df
-
-
-def sink(df: Any, rows: int) -> int:
-    df.write.format("noop").mode("overwrite").save()
-    return rows
 
 
 def race_joins(

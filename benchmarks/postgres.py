@@ -44,8 +44,8 @@ from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.runtime import run_sync
 
 from ._report import RESULTS, best_rate, table, write
-from ._sql_paths import SCHEMA, SELECT, orders, race_joins, sink
-from .spark import PARTITIONS, start_spark
+from ._sql_paths import SCHEMA, SELECT, orders, race_joins
+from .spark import PARTITIONS, sink, start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_PG_TABLE", 1_000_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_PG_ROWS", 1_000_000))

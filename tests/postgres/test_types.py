@@ -3,14 +3,13 @@ lookup_many and by the columnar lookup alike."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
 
 from enrich.demo.postgres_server import PostgresServer
 from tests.postgres.conftest import MakeLookup
-from tests.support.sql_lookups import EVERY_TYPE_ARROW, struct_rows
+from tests.support.sql_lookups import EVERY_TYPE_ARROW, EVERY_TYPE_SCALARS, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,20 +36,7 @@ SCHEMA = (
     "doc struct<city: string, zip: int>"
 )
 EXPECTED = (
-    "héllo",
-    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-    -7,
-    300,
-    -70000,
-    9007199254740993,
-    1.5,
-    2.25,
-    Decimal("123456789.125"),
-    True,
-    b"\x00\xff\x10",
-    date(2024, 5, 1),
-    datetime(2024, 5, 1, 10, 30, 45, 123456, tzinfo=timezone.utc),
-    datetime(2024, 5, 1, 12, 30, 45, 500000),
+    *EVERY_TYPE_SCALARS,
     [1, None, 3],
     ["a", "b"],
     {"k": 1.5, "n": None},

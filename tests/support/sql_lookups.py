@@ -5,6 +5,8 @@ of the ``everything`` tables' fields both servers have."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from datetime import date, datetime, timezone
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -53,3 +55,21 @@ EVERY_TYPE_ARROW: list[tuple[str, pa.DataType]] = [
     ("m", pa.map_(pa.string(), pa.float64())),
     ("st", pa.struct([("city", pa.string()), ("zip", pa.int32())])),
 ]
+
+# What both servers' ``everything`` tables give back for row 1's fields ``s`` to ``ntz``.
+EVERY_TYPE_SCALARS: tuple[Any, ...] = (
+    "héllo",
+    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    -7,
+    300,
+    -70000,
+    9007199254740993,
+    1.5,
+    2.25,
+    Decimal("123456789.125"),
+    True,
+    b"\x00\xff\x10",
+    date(2024, 5, 1),
+    datetime(2024, 5, 1, 10, 30, 45, 123456, tzinfo=timezone.utc),  # written at +02:00
+    datetime(2024, 5, 1, 12, 30, 45, 500000),
+)
