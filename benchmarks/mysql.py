@@ -24,7 +24,6 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +32,14 @@ from enrich import FullCache, FullCacheSource
 from enrich.engine.runtime import run_sync
 from tests.support.mysql_server import MySqlServer
 
-from ._report import best_rate, table, write
-from .spark import PARTITIONS, passthrough, start_spark
+from ._report import table, write
+from ._sql_paths import SCHEMA, SELECT, race_joins
+from .spark import start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_TABLE", 200_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_ROWS", 500_000))
 UDF_ROWS = min(ROWS, 10_000)
 ROUNDS = 2
-SCHEMA = "name string, tier string, credit double"
-SELECT = "SELECT id, name, tier, credit FROM users"
 
 # -- the executor side of the hand-written paths (module level: workers import them) ----
 
@@ -104,29 +102,7 @@ def fill(server: MySqlServer) -> None:
         server.execute("INSERT INTO users VALUES (%s, %s, %s, %s)", rows, many=True)
 
 
-def orders(spark: Any, rows: int, seed: int) -> Any:
-    from pyspark.sql import functions as F
-
-    df = spark.range(rows, numPartitions=PARTITIONS).select(
-        F.col("id").alias("order_id"),
-        (F.rand(seed) * TABLE_ROWS).cast("bigint").alias("user_id"),
-    )
-    df = df.cache()
-    df.count()
-    return df
-
-
-def sink(df: Any, rows: int) -> int:
-    df.write.format("noop").mode("overwrite").save()
-    return rows
-
-
 def join_paths(spark: Any, server: MySqlServer) -> tuple[str, dict[str, float]]:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    from enrich.spark import lookup_join
-
     options = {
         "host": server.host,
         "port": server.port,
@@ -134,39 +110,23 @@ def join_paths(spark: Any, server: MySqlServer) -> tuple[str, dict[str, float]]:
         "password": server.password,
         "database": server.database,
     }
-    source = MySqlLookup(server.url, table="users", key="id", schema=SCHEMA)
-    df = orders(spark, ROWS, seed=7)
-    small = orders(spark, UDF_ROWS, seed=8)
-    sink(lookup_join(small, source, on="user_id", name="my_warm_up"), UDF_ROWS)  # pools
-    enriched = StructType([*df.schema.fields, *StructType.fromDDL(SCHEMA).fields])
-    udf = F.udf(get_per_row(options), "struct<name: string, tier: string, credit: double>")
-    paths: list[tuple[str, Any, int]] = [
-        ("lookup_join, defaults", lookup_join(df, source, on="user_id", name="my_bench"), ROWS),
-        (
+    return race_joins(
+        spark,
+        MySqlLookup(server.url, table="users", key="id", schema=SCHEMA),
+        name="my",
+        rows=ROWS,
+        udf_rows=UDF_ROWS,
+        table_rows=TABLE_ROWS,
+        rounds=ROUNDS,
+        per_batch=(
             "(b) mapInPandas, one IN (...) per batch, one PyMySQL connection",
-            df.mapInPandas(in_per_batch(options), enriched),
-            ROWS,
+            in_per_batch(options),
         ),
-        (
+        per_row=(
             f"(a) Python UDF, one PyMySQL SELECT per row ({UDF_ROWS:,} rows)",
-            small.select("*", udf("user_id").alias("u")),
-            UDF_ROWS,
+            get_per_row(options),
         ),
-        ("(c) mapInArrow passthrough, no lookup", df.mapInArrow(passthrough, df.schema), ROWS),
-    ]
-    rates = dict.fromkeys((label for label, *_ in paths), 0.0)
-    for round_ in range(ROUNDS):  # rounds, not repeats: a burst of load spoils one run only
-        for label, frame, rows in paths:
-            rate = best_rate(partial(sink, frame, rows), repeat=1)
-            rates[label] = max(rates[label], rate)
-            print(f"  round {round_ + 1}, {label}: {rate:,.0f} rows/s", flush=True)
-    df.unpersist()
-    small.unpersist()
-    a = next(v for k, v in rates.items() if k.startswith("(a)"))
-    b = next(v for k, v in rates.items() if k.startswith("(b)"))
-    rows = [[label, r, r / a, r / b] for label, r in rates.items()]
-    main = rates["lookup_join, defaults"]
-    return table(["path", "rows/s", "vs (a)", "vs (b)"], rows), {"main": main, "a": a, "b": b}
+    )
 
 
 def _plain_read(server: MySqlServer) -> int:

@@ -44,14 +44,13 @@ from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.runtime import run_sync
 
 from ._report import RESULTS, best_rate, table, write
-from .spark import PARTITIONS, passthrough, start_spark
+from ._sql_paths import SCHEMA, SELECT, orders, race_joins
+from .spark import PARTITIONS, sink, start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_PG_TABLE", 1_000_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_PG_ROWS", 1_000_000))
 UDF_ROWS = min(ROWS, 20_000)
 ROUNDS = 2
-SCHEMA = "name string, tier string, credit double"
-SELECT = "SELECT id, name, tier, credit FROM users"
 
 # -- the executor side of the hand-written paths (module level: workers import them) ----
 
@@ -122,62 +121,24 @@ def fill(server: PostgresServer) -> None:
     server.sql("VACUUM ANALYZE users")
 
 
-def orders(spark: Any, rows: int, seed: int) -> Any:
-    from pyspark.sql import functions as F
-
-    df = spark.range(rows, numPartitions=PARTITIONS).select(
-        F.col("id").alias("order_id"),
-        (F.rand(seed) * TABLE_ROWS).cast("bigint").alias("user_id"),
-    )
-    df = df.cache()
-    df.count()
-    return df
-
-
-def sink(df: Any, rows: int) -> int:
-    df.write.format("noop").mode("overwrite").save()
-    return rows
-
-
 def join_paths(spark: Any, url: str) -> tuple[str, dict[str, float]]:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    from enrich.spark import lookup_join
-
-    source = PostgresLookup(url, table="users", key="id", schema=SCHEMA)
-    df = orders(spark, ROWS, seed=7)
-    small = orders(spark, UDF_ROWS, seed=8)
-    sink(lookup_join(small, source, on="user_id", name="pg_warm_up"), UDF_ROWS)  # pools, imports
-    enriched = StructType([*df.schema.fields, *StructType.fromDDL(SCHEMA).fields])
-    udf = F.udf(get_per_row(url), "struct<name: string, tier: string, credit: double>")
-    paths: list[tuple[str, Any, int]] = [
-        ("lookup_join, defaults", lookup_join(df, source, on="user_id", name="pg_bench"), ROWS),
-        (
+    return race_joins(
+        spark,
+        PostgresLookup(url, table="users", key="id", schema=SCHEMA),
+        name="pg",
+        rows=ROWS,
+        udf_rows=UDF_ROWS,
+        table_rows=TABLE_ROWS,
+        rounds=ROUNDS,
+        per_batch=(
             "(b) mapInPandas, one = ANY($1) per batch, one asyncpg connection",
-            df.mapInPandas(any_per_batch(url), enriched),
-            ROWS,
+            any_per_batch(url),
         ),
-        (
+        per_row=(
             f"(a) Python UDF, one psycopg SELECT per row ({UDF_ROWS:,} rows)",
-            small.select("*", udf("user_id").alias("u")),
-            UDF_ROWS,
+            get_per_row(url),
         ),
-        ("(c) mapInArrow passthrough, no lookup", df.mapInArrow(passthrough, df.schema), ROWS),
-    ]
-    rates = dict.fromkeys((label for label, *_ in paths), 0.0)
-    for round_ in range(ROUNDS):  # rounds, not repeats: a burst of load spoils one run only
-        for label, frame, rows in paths:
-            rate = best_rate(partial(sink, frame, rows), repeat=1)
-            rates[label] = max(rates[label], rate)
-            print(f"  round {round_ + 1}, {label}: {rate:,.0f} rows/s", flush=True)
-    df.unpersist()
-    small.unpersist()
-    main = rates["lookup_join, defaults"]
-    a = next(v for k, v in rates.items() if k.startswith("(a)"))
-    b = next(v for k, v in rates.items() if k.startswith("(b)"))
-    rows = [[label, r, r / a, r / b] for label, r in rates.items()]
-    return table(["path", "rows/s", "vs (a)", "vs (b)"], rows), {"main": main, "a": a, "b": b}
+    )
 
 
 async def _copy(url: str) -> int:
@@ -337,7 +298,7 @@ def jdbc_static(spark: Any, server: PostgresServer) -> str:
     snapshot.count()  # the one read; the join below never goes back to the database
     read_seconds = time.perf_counter() - started
     source = PostgresLookup(server.url, table="users", key="id", schema=SCHEMA)
-    df = orders(spark, ROWS, seed=7)
+    df = orders(spark, ROWS, 7, TABLE_ROWS)
     static = df.join(F.broadcast(snapshot), df.user_id == snapshot.id, "left").drop("id")
     joined = lookup_join(df, source, on="user_id", name="pg_bench")
     sink(joined.limit(1000), 1000)  # warm-up: pools, workers

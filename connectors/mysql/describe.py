@@ -1,4 +1,5 @@
-"""The schema of a table's columns, read when a ``MySqlLookup`` is given no ``schema=``.
+"""A table's columns, read when a ``MySqlLookup`` is given no ``schema=`` (``SqlLookup``
+maps them to the dimension schema).
 
 Read once, on construction (the driver needs the schema to plan the join), over one
 short-lived blocking PyMySQL connection (no event loop needed, whichever thread calls),
@@ -10,14 +11,13 @@ from __future__ import annotations
 
 import pymysql
 
-from connectors.sql import Column, SqlSettings, schema_from_columns
+from connectors.sql import Column, SqlSettings
 from connectors.sql.target import columns_statement
-from enrich.spi import Schema
 
 from .errors import DRIVER_ERRORS, translate
 from .pool import connect_options
 
-__all__ = ("read_columns", "read_schema")
+__all__ = ("MYSQL_TYPES", "read_columns")
 
 # MySQL's information_schema spellings that the base's table does not name.
 # TIMESTAMP is an instant (stored in UTC; read in the session's UTC), DATETIME a wall-clock.
@@ -53,19 +53,3 @@ def read_columns(settings: SqlSettings) -> list[Column]:
             kind = "boolean"  # MySQL's BOOLEAN is tinyint(1)
         columns.append(Column(str(name), kind, precision, scale, str(column_type)))
     return columns
-
-
-def read_schema(settings: SqlSettings) -> Schema:
-    """The dimension schema of the table's non-key columns.
-
-    Raises:
-        ValueError: the query form (it needs ``schema=``), no such table, no key column.
-        UnmappableColumn: a column's type maps to no dimension type.
-        LookupFailed: the server could not be asked (one line, no secret).
-    """
-    target = settings.target
-    if target.query is not None:
-        raise ValueError("query= needs schema= (the fields the query returns)")
-    return schema_from_columns(
-        read_columns(settings), table=repr(target.table_name), keys=target.keys, extra=MYSQL_TYPES
-    )

@@ -15,7 +15,8 @@ equal sources of a process share it. It holds:
   fails alone, before anything is sent: MySQL would compare ``'abc'`` with an integer
   column as 0), and the statements built from them, checked once against the table;
 * the store protections: the adaptive limit's slots (``concurrency="auto"``) and the
-  job-wide rate limit's share (``job_rate_limit``).
+  job-wide rate limit's share (``job_rate_limit``), kept as the other relational
+  connector keeps them (``connectors.sql.handles``).
 """
 
 from __future__ import annotations
@@ -34,22 +35,14 @@ import aiomysql
 import pymysql
 
 from connectors.sql import SqlSettings, batch_statement, full_statement
-from enrich.spi import (
-    AdaptiveLimit,
-    JobLimiter,
-    Schema,
-    Slots,
-    limiter_for,
-    loop_resource,
-    pop_loop_resource,
-    process_limit,
-)
+from connectors.sql.handles import HandleRegistry, SqlHandle
+from enrich.spi import Schema
 
 from . import aggregate
 from .dialect import MySqlDialect, arguments, expand, key_kind, template
 from .errors import code
 
-__all__ = ("Handle", "Plan", "adaptive_key", "close_handle", "connect_options", "handle_for")
+__all__ = ("HANDLES", "Handle", "Plan", "connect_options", "handle_for")
 
 _log = logging.getLogger("connectors.mysql")
 REGISTRY = "connectors.mysql"
@@ -96,36 +89,17 @@ def _time_limit(statement: str, seconds: float, mariadb: bool) -> str:
     return f"SELECT /*+ MAX_EXECUTION_TIME({int(seconds * 1000)}) */ {statement[7:]}"
 
 
-@dataclass(eq=False)
-class Handle:
+@dataclass(eq=False, kw_only=True)
+class Handle(SqlHandle[Plan]):
     """A process's pool for one source's settings on one loop (see the module)."""
 
-    loop: asyncio.AbstractEventLoop
-    settings: SqlSettings
     pool: Any = None
-    adaptive: AdaptiveLimit | None = None
-    slots: Slots | None = None
-    job_limiter: JobLimiter | None = None
-    plans: dict[Schema, Plan] = field(default_factory=dict)
     # When each pooled connection was opened (aiomysql's pool_recycle counts idle time).
     born: weakref.WeakKeyDictionary[Any, float] = field(default_factory=weakref.WeakKeyDictionary)
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def plan(self, schema: Schema) -> Plan:
-        """The statements for ``schema``, read from the table on first use.
-
-        Raises:
-            whatever PyMySQL raises (the caller translates it).
-        """
-        found = self.plans.get(schema)
-        if found is not None:
-            return found
-        async with self._lock:
-            if self.pool is None:
-                self.pool = await aiomysql.create_pool(**pool_options(self.settings))
-            if schema not in self.plans:
-                self.plans[schema] = await self._read_plan(schema)
-        return self.plans[schema]
+    async def _start(self) -> None:
+        if self.pool is None:
+            self.pool = await aiomysql.create_pool(**pool_options(self.settings))
 
     async def _read_plan(self, schema: Schema) -> Plan:
         target = self.settings.target
@@ -181,27 +155,9 @@ class Handle:
 
     async def fetch(self, plan: Plan, keys: list[Any]) -> list[Any]:
         """Run the batch statement for ``keys`` under the protections; its rows."""
-        if self.job_limiter is not None:
-            await self.job_limiter.acquire(len(keys))
-        if self.slots is None:
-            return await self._fetch(plan, keys)
-        slots, adaptive = self.slots, self.adaptive
-        assert adaptive is not None
-        if not slots.take():
-            await slots.wait()
-        started = time.perf_counter()
-        timed_out = False
-        try:
-            return await self._fetch(plan, keys)
-        except asyncio.TimeoutError:
-            timed_out = True
-            raise
-        finally:
-            latency = time.perf_counter() - started
-            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
-            if limit != slots.limit:
-                slots.resize(limit)
-            slots.release()
+        return await self.protections.run(
+            len(keys), lambda: self._fetch(plan, keys), timeouts=(asyncio.TimeoutError,)
+        )
 
     async def _fetch(self, plan: Plan, keys: list[Any]) -> list[Any]:
         sql = plan.batch_sql(len(keys))
@@ -300,31 +256,12 @@ def pool_options(settings: SqlSettings) -> dict[str, Any]:
     }
 
 
-def handle_for(settings: SqlSettings) -> Handle:
-    """This process's handle for ``settings`` on the running loop, opened on first use."""
-    return loop_resource(REGISTRY, settings, lambda loop: _open(settings, loop))
-
-
-def adaptive_key(settings: SqlSettings) -> tuple[str, SqlSettings]:
-    """The key of a pool's adaptive limit in this process (see enrich.protect.adaptive)."""
-    return (REGISTRY, settings)
-
-
 def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
     _log.debug(
         "opening mysql pool for %s (pool_size=%d)", settings.url.masked(), settings.pool_size
     )
-    handle = Handle(loop=loop, settings=settings)
-    if settings.concurrency == "auto":
-        handle.adaptive = process_limit(adaptive_key(settings), settings.pool_size)
-        handle.slots = Slots(handle.adaptive.limit)
-    if settings.job_rate_limit is not None:
-        handle.job_limiter = limiter_for(settings.job_rate_limit)
-    return handle
+    return Handle(loop=loop, settings=settings, protections=HANDLES.protections(settings))
 
 
-async def close_handle(settings: SqlSettings) -> None:
-    """Close and forget the running loop's handle for ``settings``, if there is one."""
-    handle = pop_loop_resource(REGISTRY, settings)
-    if handle is not None:
-        await handle.aclose()
+HANDLES = HandleRegistry(REGISTRY, _open)
+handle_for = HANDLES.handle_for  # this process's handle for the settings on the running loop

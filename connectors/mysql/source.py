@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiomysql
 
-from connectors.sql import (
-    DEFAULT_MAX_LIFETIME,
-    DEFAULT_POOL_SIZE,
-    DEFAULT_TIMEOUT,
-    RowReader,
-    SqlSettings,
-    dimension_pages,
-    fit_key,
-    store_key,
-)
-from enrich.spi import (
-    AdaptiveLimit,
-    JobRateLimit,
-    LimitStatistics,
-    LookupFailed,
-    Schema,
-    SchemaLike,
-    answers_as_completed,
-    close_limiter,
-    forget_process_limit,
-    peek_process_limit,
-    short,
-)
+from connectors.sql import Column, SqlLookup, SqlSettings, dimension_pages
 
 from . import pool as pools
+from .describe import MYSQL_TYPES
 from .errors import DRIVER_ERRORS, is_connection_lost, translate
 
 __all__ = ("MySqlLookup",)
 
 _log = logging.getLogger("connectors.mysql")
+T = TypeVar("T")
 
 SCHEMES = ("mysql", "mariadb")
 DEFAULT_PORT = 3306
@@ -46,189 +26,62 @@ DEFAULT_PORT = 3306
 DEFAULT_MAX_BATCH = 500
 
 
-class MySqlLookup:
+class MySqlLookup(SqlLookup):
     """A picklable description of a MySQL/MariaDB lookup, implementing ``enrich.LookupSource``.
 
-    Guarantees:
+    Guarantees (besides :class:`connectors.sql.SqlLookup`'s):
 
-    * Construction validates every setting (``ValueError`` naming it and the value) and
-      opens nothing, unless ``schema`` is omitted: then the table's columns are read once
-      (``connectors.mysql.describe``). The object holds no live state and pickles.
-    * One statement per batch of at most ``max_batch`` keys (``IN (...)``; a composite
-      key's ``(a, b) IN ((..), (..))``); the batches of a call run concurrently on at
-      most ``pool_size`` connections per process and loop, shared by equal sources.
-    * A key with one row answers a tuple, with several rows a list of them (a 1:N join),
-      with none None (a miss). A row that does not fit the schema fails its key alone
-      (``DecodeError``); so does a key of the wrong type for its column (``kind="key"``),
-      checked before anything is sent.
-    * A statement that fails gives its batch's keys the translated error; when every
-      batch of a call failed, the call raises it (``SourceUnavailable`` when the server
-      cannot be reached: retryable, so the engine's retry bridges a restart; a wrong
-      password or a missing table or column is final). A connection that died in the
-      pool (a restart) is replaced and the statement sent once more at once.
+    * A batch's statement is ``IN (...)`` (a composite key's ``(a, b) IN ((..), (..))``);
+      a schema omitted is read by ``connectors.mysql.describe``; a bad ``ssl-mode`` or CA
+      file fails construction.
+    * A connection that died in the pool (a restart) is replaced and the statement (or
+      the reading of the plan) sent once more at once.
     * The server stops a statement after ``timeout`` seconds (MariaDB's
       ``max_statement_time``, MySQL's ``MAX_EXECUTION_TIME``), and the client stops
       waiting a second later.
-    * No password (in the URL, a query parameter or the keyword) appears in a ``repr()``,
-      a message or a log line.
 
     Args:
         url: ``mysql://[user[:password]@]host[:port]/database[?ssl-mode=...]`` (or
             ``mariadb://``); TLS from ``ssl-mode`` (``required``, ``verify_ca``,
             ``verify_identity``), ``ssl-ca``, ``ssl-cert``, ``ssl-key``.
         table: the dimension table (``"users"`` or ``"otherdb.users"``); or give ``query``.
-        key: the key column, or a list of them for a composite key (in the order of the
-            join's ``on`` columns).
-        schema: the fields the lookup adds (Spark DDL, a mapping or a ``Schema``), read
-            from columns of those names; None reads the table's other columns with
-            their types mapped (``connectors.sql.columns``).
         query: instead of ``table``: a ``SELECT`` with one ``:keys`` parameter (a list:
             ``WHERE u.id IN (:keys)``) returning the key column and the schema's fields.
-        full_query: with ``query``: the statement a ``FullCache`` loads (no parameter).
-        password: the password, instead of the URL's (a job config's ``${file:...}``).
-        pool_size: connections per process (statements in flight).
-        max_lifetime: seconds a connection serves before it is replaced.
-        timeout: seconds to connect, and each statement's limit on the server.
-        max_batch: most keys per statement.
-        job_rate_limit: keys per second for the *whole job*: a ``JobRateLimit`` naming
-            the Redis holding the shared bucket (``redis_url``), or None.
-        concurrency: ``"fixed"`` (``pool_size`` statements in flight) or ``"auto"`` (an
-            adaptive limit up to ``pool_size``, backing off on timeouts and latency).
+        max_batch: most keys per statement (``DEFAULT_MAX_BATCH``, 500, when None).
+        key, schema, full_query, password, pool_size, max_lifetime, timeout,
+            job_rate_limit, concurrency: as :class:`connectors.sql.SqlLookup` takes them.
     """
 
-    schema: Schema
-    # lookup_many splits its keys into statements of max_batch itself: the columnar lane
-    # hands it a chunk's keys in one call.
-    splits_requests = True
+    kind = "mysql"
+    schemes = SCHEMES
+    default_port = DEFAULT_PORT
+    default_max_batch = DEFAULT_MAX_BATCH
+    handles = pools.HANDLES
+    column_types = MYSQL_TYPES
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        table: str | None = None,
-        key: str | Sequence[str] = "id",
-        schema: SchemaLike | None = None,
-        query: str | None = None,
-        full_query: str | None = None,
-        password: str | None = None,
-        pool_size: int = DEFAULT_POOL_SIZE,
-        max_lifetime: float = DEFAULT_MAX_LIFETIME,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        job_rate_limit: float | JobRateLimit | None = None,
-        concurrency: str = "fixed",
-    ) -> None:
-        self._settings = SqlSettings.of(
-            "mysql",
-            url,
-            schemes=SCHEMES,
-            default_port=DEFAULT_PORT,
-            password=password,
-            table=table,
-            key=key,
-            query=query,
-            full_query=full_query,
-            job_rate_limit=job_rate_limit,
-            pool_size=pool_size,
-            max_lifetime=max_lifetime,
-            timeout=timeout,
-            max_batch=max_batch,
-            concurrency=concurrency,
-        )
-        pools.tls_context(self._settings)  # a bad ssl-mode or CA file fails now
-        if schema is None:
-            from .describe import read_schema
+    def _check(self, settings: SqlSettings) -> None:
+        pools.tls_context(settings)  # a bad ssl-mode or CA file fails now
 
-            self.schema = read_schema(self._settings)
-        else:
-            self.schema = Schema.of(schema)
-        self._init_derived()
+    def _read_columns(self) -> list[Column]:
+        from .describe import read_columns
 
-    def _init_derived(self) -> None:
-        target = self._settings.target
-        self._reader = RowReader(
-            self.schema, len(target.keys), f"mysql table {target.table_name!r}"
-        )
-
-    # -- the LookupSource protocol ------------------------------------------------------
-
-    async def lookup_many(self, keys: Sequence[Any]) -> Mapping[Any, Any]:
-        """Look up distinct keys: a row tuple, a list of rows, None or an error each.
-
-        Raises:
-            LookupFailed: every statement of the call failed (see the class docstring).
-        """
-        results: dict[Any, Any] = {}
-        async for found in self._answers(keys):
-            results.update(found)
-        return results
-
-    async def lookup_each(self, keys: Sequence[Any]) -> AsyncIterator[Mapping[Any, Any]]:
-        """Look up distinct keys as :meth:`lookup_many` does, handing each statement's
-        answers over as soon as they arrive."""
-        async for found in self._answers(keys):
-            yield found
-
-    async def _answers(self, keys: Sequence[Any]) -> AsyncIterator[dict[Any, Any]]:
-        if not keys:
-            return
-        settings = self._settings
-        handle = pools.handle_for(settings)
-        plan = await self._plan(handle)
-        refused: dict[Any, Any] = {}
-        wanted: list[Any] = []
-        for key in keys:
-            try:
-                wanted.append(fit_key(key, plan.kinds))
-            except TypeError as exc:
-                refused[key] = LookupFailed(
-                    f"mysql table {settings.target.table_name!r}: key {short(key)}: {exc}",
-                    key=key,
-                    kind="key",
-                    retryable=False,
-                )
-        if refused:
-            yield refused
-        if not wanted:
-            return
-        size = settings.max_batch
-        batches = [wanted[i : i + size] for i in range(0, len(wanted), size)]
-        if len(batches) == 1:
-            yield self._reader.answers(batches[0], await self._fetch(handle, plan, batches[0]))
-            return
-        calls = {n: self._batch(handle, plan, b) for n, b in enumerate(batches)}
-        failures: list[LookupFailed] = []
-        async for done in answers_as_completed(calls):
-            for n, answers in done.items():
-                if isinstance(answers, LookupFailed):
-                    failures.append(answers)
-                    answers = dict.fromkeys(batches[n], answers)
-                yield answers
-        if len(failures) == len(batches):
-            raise failures[0]
+        return read_columns(self._settings)
 
     async def _plan(self, handle: pools.Handle) -> pools.Plan:
-        for attempt in (1, 2):
-            try:
-                return await handle.plan(self.schema)
-            except DRIVER_ERRORS as exc:
-                if attempt == 1 and is_connection_lost(exc):
-                    continue
-                raise translate(exc, self._settings) from exc
-        raise AssertionError("unreachable")
+        return await self._once_more(lambda: handle.plan(self.schema))
 
     async def _batch(self, handle: pools.Handle, plan: pools.Plan, keys: list[Any]) -> Any:
-        """One statement's answers, or its failure (returned, not raised)."""
-        try:
-            rows = await self._fetch(handle, plan, keys)
-        except LookupFailed as exc:
-            return exc
-        return self._reader.answers(keys, rows)
+        return self._reader.answers(keys, await self._fetch(handle, plan, keys))
 
     async def _fetch(self, handle: pools.Handle, plan: pools.Plan, keys: list[Any]) -> list[Any]:
+        return await self._once_more(lambda: handle.fetch(plan, keys))
+
+    async def _once_more(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, made once more at once if the connection was lost (the pool
+        replaces it); a driver error translated."""
         for attempt in (1, 2):
             try:
-                return await handle.fetch(plan, keys)
+                return await call()
             except DRIVER_ERRORS as exc:
                 if attempt == 1 and is_connection_lost(exc):
                     _log.debug("mysql connection lost, asking once more: %s", type(exc))
@@ -237,10 +90,6 @@ class MySqlLookup:
         raise AssertionError("unreachable")
 
     # -- the full cache (ListableSource) ------------------------------------------------
-
-    def store_key(self, key: Any) -> Hashable:
-        """A lookup key as the table's rows name it (see ``connectors.sql.store_key``)."""
-        return store_key(key)
 
     async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
         """The whole dimension ordered by key, in pages of about ``page_rows`` rows, read
@@ -270,63 +119,3 @@ class MySqlLookup:
                     yield answers
         except DRIVER_ERRORS as exc:
             raise translate(exc, settings) from exc
-
-    # -- the columnar lookup ------------------------------------------------------------
-
-    async def lookup_arrow(self, keys: Any, struct_type: Any) -> Any:
-        """The columnar lookup (``enrich.spi.ColumnarSource``): the same statements and
-        outcomes as ``lookup_many``, rows handed over as Arrow columns."""
-        decode = await self.fetch_arrow(keys, struct_type)
-        return decode()
-
-    async def fetch_arrow(self, keys: Any, struct_type: Any) -> Any:
-        """``lookup_arrow`` split at the answer: the statements now, the Arrow building
-        returned as a step the caller runs on its own thread."""
-        from enrich.spi import answer_from_mapping
-
-        wanted = keys.to_pylist()
-        found = await self.lookup_many(wanted)
-        return lambda: answer_from_mapping(wanted, found, struct_type)
-
-    # -- protections, lifecycle ---------------------------------------------------------
-
-    def adaptive_limit(self) -> AdaptiveLimit | None:
-        """With ``concurrency="auto"``: this process's adaptive limit, once a statement
-        made it; else None (joins copy its state into their metrics)."""
-        return peek_process_limit(pools.adaptive_key(self._settings))
-
-    def concurrency_statistics(self) -> LimitStatistics | None:
-        """With ``concurrency="auto"``: the adaptive limit's statistics, else None."""
-        limit = self.adaptive_limit()
-        return None if limit is None else limit.statistics()
-
-    async def aclose(self) -> None:
-        """Close this process's pool for these settings on the running loop (reopened by
-        the next lookup; copies sharing it lose it too)."""
-        settings = self._settings
-        forget_process_limit(pools.adaptive_key(settings))
-        if settings.job_rate_limit is not None:
-            await close_limiter(settings.job_rate_limit)
-        await pools.close_handle(settings)
-
-    # -- value semantics ----------------------------------------------------------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"schema": self.schema, "_settings": self._settings}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_derived()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MySqlLookup):
-            return NotImplemented
-        return self._settings == other._settings and self.schema == other.schema
-
-    def __hash__(self) -> int:
-        return hash((self._settings, self.schema))
-
-    def __repr__(self) -> str:
-        defaults = SqlSettings(url=self._settings.url, target=self._settings.target,
-                               max_batch=DEFAULT_MAX_BATCH)  # fmt: skip
-        return f"MySqlLookup({self._settings.described(defaults)}, schema={self.schema!r})"

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from connectors.sql import RowReader, fit_key
-from enrich.spi import ColumnarAnswer, LookupFailed, answer_from_mapping, short
+from enrich.spi import ColumnarAnswer, LookupFailed, answer_from_mapping
 
 from . import pool as pools
 from .errors import DRIVER_ERRORS, RefusedArgument, translate
@@ -190,12 +190,7 @@ async def fetch(lookup: Any, keys: pa.Array, struct_type: pa.StructType) -> Any:
                 fit_key(key, kinds)
                 fitting.append(position)
             except TypeError as exc:
-                refused[position] = LookupFailed(
-                    f"postgres table {settings.target.table_name!r}: key {short(key)}: {exc}",
-                    key=key,
-                    kind="key",
-                    retryable=False,
-                )
+                refused[position] = lookup._refused(key, exc)
     size = settings.max_batch
     slices = [fitting[i : i + size] for i in range(0, len(fitting), size)]
     if refused:

@@ -1,4 +1,5 @@
-"""The schema of a table's columns, read when a ``PostgresLookup`` is given no ``schema=``.
+"""A table's columns, read when a ``PostgresLookup`` is given no ``schema=`` (``SqlLookup``
+maps them to the dimension schema).
 
 Read once, on construction (the driver needs the schema to plan the join), over one
 short-lived connection on a loop of its own (a thread's when the caller runs a loop), from
@@ -13,9 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from connectors.sql import Column, SqlSettings, schema_from_columns
+from connectors.sql import Column, SqlSettings
 from connectors.sql.target import columns_statement
-from enrich.spi import Schema
 
 from .errors import DRIVER_ERRORS, translate
 from .pool import connect_options
@@ -35,17 +35,12 @@ async def _read(settings: SqlSettings) -> list[Column]:
     return [Column(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
 
-def read_schema(settings: SqlSettings) -> Schema:
-    """The dimension schema of the table's non-key columns.
+def read_columns(settings: SqlSettings) -> list[Column]:
+    """The table's columns, in order (an empty list: no such table).
 
     Raises:
-        ValueError: the query form (it needs ``schema=``), no such table, no key column.
-        UnmappableColumn: a column's type maps to no dimension type.
         LookupFailed: the server could not be asked (one line, no secret).
     """
-    target = settings.target
-    if target.query is not None:
-        raise ValueError("query= needs schema= (the fields the query returns)")
 
     def run() -> list[Column]:
         return asyncio.run(_read(settings))
@@ -53,11 +48,10 @@ def read_schema(settings: SqlSettings) -> Schema:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        columns = _translated(run, settings)
-    else:  # a running loop on this thread: ask from another thread's loop
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            columns = pool.submit(_translated, run, settings).result()
-    return schema_from_columns(columns, table=repr(target.table_name), keys=target.keys)
+        return _translated(run, settings)
+    # A running loop on this thread: ask from another thread's loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(_translated, run, settings).result()
 
 
 def _translated(run: Any, settings: SqlSettings) -> list[Column]:

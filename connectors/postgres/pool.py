@@ -13,7 +13,8 @@ equal sources of a process share it. It holds:
   wrong type fails alone, before the statement is sent, and a composite key's arrays are
   cast) and the statements built from them;
 * the store protections: the adaptive limit's slots (``concurrency="auto"``) and the
-  job-wide rate limit's share (``job_rate_limit``).
+  job-wide rate limit's share (``job_rate_limit``), kept as the other relational
+  connector keeps them (``connectors.sql.handles``).
 """
 
 from __future__ import annotations
@@ -23,23 +24,15 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote as url_quote, urlencode
 
 import asyncpg
 
 from connectors.sql import SqlSettings, batch_statement, full_statement
-from enrich.spi import (
-    AdaptiveLimit,
-    JobLimiter,
-    Schema,
-    Slots,
-    limiter_for,
-    loop_resource,
-    pop_loop_resource,
-    process_limit,
-)
+from connectors.sql.handles import HandleRegistry, SqlHandle
+from enrich.spi import Schema
 
 from .dialect import (
     CSV_FIELDS,
@@ -57,6 +50,8 @@ REGISTRY = "connectors.postgres"
 # The client gives the server's statement_timeout this long to cancel a statement before
 # it stops waiting itself (either way the key's outcome is a timeout).
 _CLIENT_GRACE = 1.0
+# What the adaptive limit counts as throttling: the client's wait or the server's cancel.
+_TIMEOUTS = (asyncio.TimeoutError, asyncpg.QueryCanceledError)
 
 
 class _Connection(asyncpg.Connection):  # type: ignore[misc]
@@ -98,36 +93,17 @@ class Plan:
     unique: bool = False
 
 
-@dataclass(eq=False)
-class Handle:
+@dataclass(eq=False, kw_only=True)
+class Handle(SqlHandle[Plan]):
     """A process's pool for one source's settings on one loop (see the module)."""
 
     pool: asyncpg.Pool
-    loop: asyncio.AbstractEventLoop
-    settings: SqlSettings
-    adaptive: AdaptiveLimit | None = None
-    slots: Slots | None = None
-    job_limiter: JobLimiter | None = None
-    plans: dict[Schema, Plan] = field(default_factory=dict)
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _started: bool = False
 
-    async def plan(self, schema: Schema) -> Plan:
-        """The statements for ``schema``, read from the table on first use.
-
-        Raises:
-            whatever asyncpg raises (the caller translates it).
-        """
-        found = self.plans.get(schema)
-        if found is not None:
-            return found
-        async with self._lock:
-            if not self._started:
-                await self.pool  # creates no connection: min_size is 0
-                self._started = True
-            if schema not in self.plans:
-                self.plans[schema] = await self._read_plan(schema)
-        return self.plans[schema]
+    async def _start(self) -> None:
+        if not self._started:
+            await self.pool  # creates no connection: min_size is 0
+            self._started = True
 
     async def _read_plan(self, schema: Schema) -> Plan:
         target = self.settings.target
@@ -193,38 +169,15 @@ class Handle:
 
     async def fetch(self, sql: str, args: list[Any], keys: int) -> list[Any]:
         """Run one statement under the protections; its rows."""
-        if self.job_limiter is not None:
-            await self.job_limiter.acquire(keys)
-        if self.slots is None:
-            async with self.connection() as conn:
-                rows: list[Any] = await conn.fetch(
-                    sql, *args, timeout=self.settings.timeout + _CLIENT_GRACE
-                )
-                return rows
-        return await self._fetch_adaptive(sql, args)
 
-    async def _fetch_adaptive(self, sql: str, args: list[Any]) -> list[Any]:
-        slots, adaptive = self.slots, self.adaptive
-        assert slots is not None and adaptive is not None
-        if not slots.take():
-            await slots.wait()
-        started = time.perf_counter()
-        timed_out = False
-        try:
+        async def statement() -> list[Any]:
             async with self.connection() as conn:
                 rows: list[Any] = await conn.fetch(
                     sql, *args, timeout=self.settings.timeout + _CLIENT_GRACE
                 )
                 return rows
-        except (asyncio.TimeoutError, asyncpg.QueryCanceledError):
-            timed_out = True
-            raise
-        finally:
-            latency = time.perf_counter() - started
-            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
-            if limit != slots.limit:
-                slots.resize(limit)
-            slots.release()
+
+        return await self.protections.run(keys, statement, timeouts=_TIMEOUTS)
 
     async def aclose(self) -> None:
         """Close the pool's connections (waiting for none: lookups are short)."""
@@ -272,16 +225,6 @@ def connect_options(settings: SqlSettings) -> dict[str, Any]:
     }
 
 
-def handle_for(settings: SqlSettings) -> Handle:
-    """This process's handle for ``settings`` on the running loop, opened on first use."""
-    return loop_resource(REGISTRY, settings, lambda loop: _open(settings, loop))
-
-
-def adaptive_key(settings: SqlSettings) -> tuple[str, SqlSettings]:
-    """The key of a pool's adaptive limit in this process (see enrich.protect.adaptive)."""
-    return (REGISTRY, settings)
-
-
 def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
     _log.debug(
         "opening postgres pool for %s (pool_size=%d)", settings.url.masked(), settings.pool_size
@@ -294,20 +237,12 @@ def _open(settings: SqlSettings, loop: asyncio.AbstractEventLoop) -> Handle:
         reset=_no_reset,
         **connect_options(settings),
     )
-    handle = Handle(pool=pool, loop=loop, settings=settings)
-    if settings.concurrency == "auto":
-        handle.adaptive = process_limit(adaptive_key(settings), settings.pool_size)
-        handle.slots = Slots(handle.adaptive.limit)
-    if settings.job_rate_limit is not None:
-        handle.job_limiter = limiter_for(settings.job_rate_limit)
-    return handle
+    return Handle(
+        pool=pool, loop=loop, settings=settings, protections=HANDLES.protections(settings)
+    )
 
 
-async def close_handle(settings: SqlSettings) -> None:
-    """Close and forget the running loop's handle for ``settings``, if there is one."""
-    handle = pop_loop_resource(REGISTRY, settings)
-    if handle is not None:
-        await handle.aclose()
+HANDLES = HandleRegistry(REGISTRY, _open)
+handle_for = HANDLES.handle_for  # this process's handle for the settings on the running loop
 
-
-__all__ = ("Handle", "Plan", "adaptive_key", "close_handle", "connect_options", "handle_for")
+__all__ = ("HANDLES", "Handle", "Plan", "connect_options", "handle_for")

@@ -28,22 +28,34 @@ The pieces, one module each:
 * :mod:`~connectors.sql.settings` -- :class:`SqlSettings`: pool size and lifetime,
   statement timeout, batch size, ``concurrency``, ``job_rate_limit``; frozen and hashable
   (the key of a process's pool).
+* :mod:`~connectors.sql.handles` -- the per-loop pool handle's driver-neutral half: the
+  store protections around each statement (:class:`~connectors.sql.handles.Protections`:
+  the job rate limit's share, the adaptive limit's slots), the plan read once per schema
+  (:class:`~connectors.sql.handles.SqlHandle`) and the registry of handles by settings.
+* :mod:`~connectors.sql.batches` -- :func:`~connectors.sql.batches.batch_answers`: a
+  call's keys fitted to the key columns, cut into batches of ``max_batch`` sent
+  concurrently, a lone batch's failure raised, the call raising when every batch failed.
+* :mod:`~connectors.sql.lookup` -- :class:`SqlLookup`: the lookup source both connectors
+  subclass: construction (the table's columns read when no schema is given), the
+  batches, the columnar lookup's default, ``aclose``, pickling, equality and a
+  password-free ``repr``.
 
-What a driver module does with them (see ``connectors.postgres``): build a ``SqlSettings``
-and schema on construction (reading the columns if no schema is given), send
-``batch_statement`` once per batch of keys on a pooled connection of the runtime loop
-(:func:`enrich.spi.loop_resource`), read its rows with ``RowReader.answers``, translate
-the driver's errors (connection -> :class:`~enrich.spi.SourceUnavailable`, retryable;
-timeout -> retryable :class:`~enrich.spi.LookupFailed`; authentication, a missing table
-or column -> not retryable, one line naming it, no secret), and implement
-``store_key`` / ``scan_dimension`` (``full_statement`` + ``dimension_pages``) so that
-``FullCache`` can load the table.
+What a driver package adds (see ``connectors.postgres``): a ``SqlLookup`` subclass naming
+its store (``kind``, URL schemes, default port and batch size) and its handles, that
+reads the table's columns when no schema is given, plans (the key columns' types, the
+statements), sends ``batch_statement`` for one batch of keys on a pooled connection of
+the runtime loop through the shared protections, translates the driver's errors
+(connection -> :class:`~enrich.spi.SourceUnavailable`, retryable; timeout -> retryable
+:class:`~enrich.spi.LookupFailed`; authentication, a missing table or column -> not
+retryable, one line naming it, no secret), and implements ``scan_dimension``
+(``full_statement`` + ``dimension_pages``) so that ``FullCache`` can load the table.
 """
 
 from __future__ import annotations
 
 from .answers import RowReader, dimension_pages, fit_key, store_key
 from .columns import Column, UnmappableColumn, schema_from_columns
+from .lookup import SqlLookup
 from .settings import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_LIFETIME,
@@ -73,4 +85,5 @@ __all__ = (
     "DEFAULT_MAX_LIFETIME",
     "DEFAULT_POOL_SIZE",
     "DEFAULT_TIMEOUT",
+    "SqlLookup",
 )

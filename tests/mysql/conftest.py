@@ -4,20 +4,15 @@ sources closed after each test."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from connectors.mysql import MySqlLookup
 from tests.support.mysql_server import MySqlServer
+from tests.support.sql_lookups import closed_after
 
 MakeLookup = Callable[..., MySqlLookup]
-
-
-def struct_rows(rows: Any) -> list[tuple[Any, ...] | None]:
-    """An Arrow struct array's rows as tuples (None: a null struct)."""
-    return [None if row is None else tuple(row.values()) for row in rows.to_pylist()]
 
 
 USERS = """
@@ -43,13 +38,5 @@ def tables(mysql_server: MySqlServer) -> MySqlServer:
 @pytest_asyncio.fixture
 async def make_lookup() -> AsyncIterator[MakeLookup]:
     """``make_lookup(url, **settings)``: a MySqlLookup whose pool is closed after the test."""
-    made: list[MySqlLookup] = []
-
-    def make(url: str, **settings: Any) -> MySqlLookup:
-        source = MySqlLookup(url, **settings)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        await source.aclose()
+    async for make in closed_after(MySqlLookup):
+        yield make

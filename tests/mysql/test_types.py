@@ -3,14 +3,12 @@ lookup_many and by the columnar lookup alike; and the types mapped when no schem
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
-from decimal import Decimal
-
 import pyarrow as pa
 import pytest
 
-from tests.mysql.conftest import MakeLookup, struct_rows
+from tests.mysql.conftest import MakeLookup
 from tests.support.mysql_server import MySqlServer
+from tests.support.sql_lookups import EVERY_TYPE_ARROW, EVERY_TYPE_SCALARS, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,20 +35,7 @@ SCHEMA = (
     "st struct<city: string, zip: int>, n string"
 )
 EXPECTED = (
-    "héllo",
-    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-    -7,
-    300,
-    -70000,
-    9007199254740993,
-    1.5,
-    2.25,
-    Decimal("123456789.125"),
-    True,
-    b"\x00\xff\x10",
-    date(2024, 5, 1),
-    datetime(2024, 5, 1, 10, 30, 45, 123456, tzinfo=timezone.utc),  # written at +02:00
-    datetime(2024, 5, 1, 12, 30, 45, 500000),
+    *EVERY_TYPE_SCALARS,
     [1, None, 3],
     ["a", "b"],
     {"k": 1.5, "n": None},
@@ -77,29 +62,7 @@ async def test_every_type_round_trips_as_arrow(
 ) -> None:
     mysql_server.sql(TABLE)
     source = make_lookup(mysql_server.url, table="everything", key="id", schema=SCHEMA)
-    struct = pa.struct(
-        [
-            ("s", pa.string()),
-            ("u", pa.string()),
-            ("ti", pa.int8()),
-            ("si", pa.int16()),
-            ("i", pa.int32()),
-            ("bi", pa.int64()),
-            ("f", pa.float32()),
-            ("d", pa.float64()),
-            ("dec", pa.decimal128(12, 3)),
-            ("b", pa.bool_()),
-            ("bin", pa.binary()),
-            ("dt", pa.date32()),
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("ntz", pa.timestamp("us")),
-            ("arr", pa.list_(pa.int32())),
-            ("tags", pa.list_(pa.string())),
-            ("m", pa.map_(pa.string(), pa.float64())),
-            ("st", pa.struct([("city", pa.string()), ("zip", pa.int32())])),
-            ("n", pa.string()),
-        ]
-    )
+    struct = pa.struct([*EVERY_TYPE_ARROW, ("n", pa.string())])
 
     answer = await source.lookup_arrow(pa.array([1, 2, 3]), struct)
     rows = struct_rows(answer.rows)

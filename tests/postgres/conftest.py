@@ -4,20 +4,15 @@ sources closed after each test."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from connectors.postgres import PostgresLookup
 from enrich.demo.postgres_server import PostgresServer
+from tests.support.sql_lookups import closed_after
 
 MakeLookup = Callable[..., PostgresLookup]
-
-
-def struct_rows(rows: Any) -> list[tuple[Any, ...] | None]:
-    """An Arrow struct array's rows as tuples (None: a null struct)."""
-    return [None if row is None else tuple(row.values()) for row in rows.to_pylist()]
 
 
 USERS = """
@@ -44,13 +39,5 @@ def tables(postgres_server: PostgresServer) -> PostgresServer:
 @pytest_asyncio.fixture
 async def make_lookup() -> AsyncIterator[MakeLookup]:
     """``make_lookup(url, **settings)``: a PostgresLookup whose pool is closed after the test."""
-    made: list[PostgresLookup] = []
-
-    def make(url: str, **settings: Any) -> PostgresLookup:
-        source = PostgresLookup(url, **settings)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        await source.aclose()
+    async for make in closed_after(PostgresLookup):
+        yield make

@@ -1,119 +1,16 @@
-"""Failures against real servers: a restart mid-job (rows retried or marked, never lost),
-a wrong password, an unreachable server, a statement timeout; no secret anywhere."""
+"""Failures PostgreSQL names its own way: a missing database. The failures every
+relational connector meets alike (a restart mid-job, a wrong password, an unreachable
+server, a statement timeout) are ``tests/sql/test_failures.py``'s, run on this server too."""
 
 from __future__ import annotations
 
-import logging
-import socket
-import threading
-import traceback
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 
-from connectors.postgres import PostgresLookup
-from enrich import FixedDelayRetry, LookupFailed, SourceUnavailable, lookup_rows
+from enrich import SourceUnavailable
 from enrich.demo.postgres_server import PostgresServer
 from tests.postgres.conftest import MakeLookup
 
 pytestmark = pytest.mark.timeout(120)
-WRONG = "wr0ng-PG-S3CRET-77ab"
-
-
-def texts_of(error: BaseException) -> list[str]:
-    """str, repr and the formatted traceback of ``error`` and of its whole chain."""
-    texts = ["".join(traceback.format_exception(error))]
-    current: BaseException | None = error
-    for _ in range(10):
-        if current is None:
-            break
-        texts += [str(current), repr(current), repr(current.args)]
-        current = current.__cause__ or current.__context__
-    return texts
-
-
-def assert_no_secret(texts: list[str], *secrets: str) -> None:
-    for text in texts:
-        for secret in secrets:
-            assert secret not in text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.mark.asyncio
-async def test_wrong_password_is_one_final_line_without_the_secret(
-    tables: PostgresServer, make_lookup: MakeLookup, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    url = tables.url.replace(tables.password, WRONG)
-    users = make_lookup(url, table="users", key="id", schema="name string")
-
-    with pytest.raises(SourceUnavailable) as caught:
-        await users.lookup_many([1])
-
-    error = caught.value
-    assert error.kind == "auth" and not error.retryable
-    assert "\n" not in str(error)
-    assert str(error).startswith(
-        f"postgres at 127.0.0.1:{tables.port} refused the login for user {tables.user!r}"
-    )
-    assert_no_secret([*texts_of(error), caplog.text, repr(users)], WRONG, tables.password)
-
-
-@pytest.mark.asyncio
-async def test_password_keyword_wins_and_stays_hidden(
-    tables: PostgresServer, make_lookup: MakeLookup
-) -> None:
-    url = f"postgresql://{tables.user}@127.0.0.1:{tables.port}/{tables.database}"
-    users = make_lookup(
-        url, table="users", key="id", schema="name string", password=tables.password
-    )
-
-    assert await users.lookup_many([1]) == {1: ("Ada",)}
-    assert tables.password not in repr(users)
-
-
-@pytest.mark.asyncio
-async def test_unreachable_server_is_retryable_and_one_line(make_lookup: MakeLookup) -> None:
-    port = free_port()
-    users = make_lookup(
-        f"postgresql://someone:{WRONG}@127.0.0.1:{port}/db",
-        table="users",
-        key="id",
-        schema="name string",
-        timeout=2,
-    )
-
-    with pytest.raises(SourceUnavailable) as caught:
-        await users.lookup_many([1])
-
-    assert caught.value.kind == "connection" and caught.value.retryable
-    assert str(caught.value).startswith(f"postgres at 127.0.0.1:{port} is unreachable")
-    assert "\n" not in str(caught.value)
-    assert_no_secret(texts_of(caught.value), WRONG)
-
-
-@pytest.mark.asyncio
-async def test_statement_timeout_is_a_retryable_timeout(
-    tables: PostgresServer, make_lookup: MakeLookup
-) -> None:
-    slow = make_lookup(
-        tables.url,
-        query="SELECT id, name FROM users, pg_sleep(5) WHERE id = ANY(:keys)",
-        key="id",
-        schema="name string",
-        timeout=0.3,
-    )
-
-    with pytest.raises(LookupFailed) as caught:
-        await slow.lookup_many([1])
-
-    assert caught.value.kind == "timeout" and caught.value.retryable
 
 
 @pytest.mark.asyncio
@@ -123,72 +20,3 @@ async def test_missing_database_is_named(tables: PostgresServer, make_lookup: Ma
 
     with pytest.raises(SourceUnavailable, match="database 'nodb' does not exist"):
         await users.lookup_many([1])
-
-
-def _restart_job(
-    server: PostgresServer, caplog: pytest.LogCaptureFixture, **join: Any
-) -> list[dict[str, Any]]:
-    """3,000 rows joined while the server goes down at row 500 and comes back once a
-    lookup has met it down."""
-    server.sql(
-        "CREATE TABLE users (id bigint PRIMARY KEY, name text);"
-        "INSERT INTO users SELECT i, 'n' || i FROM generate_series(0, 299) i"
-    )
-    caplog.set_level(logging.DEBUG, logger="connectors.postgres")
-    felt = threading.Event()
-
-    class Felt(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "is unreachable" in record.getMessage():
-                felt.set()
-
-    def restart() -> None:
-        felt.wait(timeout=60)  # back only once a lookup met the dead server
-        server.start()
-
-    handler = Felt()
-    logging.getLogger("connectors.postgres").addHandler(handler)
-    restarter = threading.Thread(target=restart, name="postgres-restarter")
-
-    def rows() -> Iterator[dict[str, Any]]:
-        for i in range(3000):
-            if i == 500:
-                server.stop()
-                restarter.start()
-            yield {"i": i, "user_id": (i * 7) % 300}
-
-    source = PostgresLookup(server.url, table="users", key="id", schema="name string", timeout=2)
-    try:
-        return list(lookup_rows(rows(), source, on="user_id", capacity=16, max_batch=8, **join))
-    finally:
-        logging.getLogger("connectors.postgres").removeHandler(handler)
-        if restarter.ident is not None:
-            restarter.join(timeout=90)
-
-
-@pytest.mark.slow
-def test_restart_mid_job_rows_are_retried_never_lost(
-    restartable_postgres: PostgresServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    retry = FixedDelayRetry(max_attempts=300, delay=0.02)
-
-    out = _restart_job(restartable_postgres, caplog, retry=retry, timeout=60)
-
-    assert out == [
-        {"i": i, "user_id": (i * 7) % 300, "name": f"n{(i * 7) % 300}"} for i in range(3000)
-    ]
-    assert any("is unreachable" in r.getMessage() for r in caplog.records)
-
-
-@pytest.mark.slow
-def test_restart_mid_job_rows_without_retry_are_marked_never_lost(
-    restartable_postgres: PostgresServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    out = _restart_job(restartable_postgres, caplog, on_error="error_column", timeout=60)
-
-    assert [row["i"] for row in out] == list(range(3000))
-    marked = [row for row in out if row["enrich_error"] is not None]
-    assert marked, "the outage was met by some rows"
-    assert all(row["name"] is None and "unreachable" in row["enrich_error"] for row in marked)
-    assert all(row["name"] == f"n{row['user_id']}" for row in out if row["enrich_error"] is None)
-    assert_no_secret([row["enrich_error"] or "" for row in out], restartable_postgres.password)

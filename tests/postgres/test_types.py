@@ -3,13 +3,13 @@ lookup_many and by the columnar lookup alike."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
 
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup, struct_rows
+from tests.postgres.conftest import MakeLookup
+from tests.support.sql_lookups import EVERY_TYPE_ARROW, EVERY_TYPE_SCALARS, struct_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,20 +36,7 @@ SCHEMA = (
     "doc struct<city: string, zip: int>"
 )
 EXPECTED = (
-    "héllo",
-    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
-    -7,
-    300,
-    -70000,
-    9007199254740993,
-    1.5,
-    2.25,
-    Decimal("123456789.125"),
-    True,
-    b"\x00\xff\x10",
-    date(2024, 5, 1),
-    datetime(2024, 5, 1, 10, 30, 45, 123456, tzinfo=timezone.utc),
-    datetime(2024, 5, 1, 12, 30, 45, 500000),
+    *EVERY_TYPE_SCALARS,
     [1, None, 3],
     ["a", "b"],
     {"k": 1.5, "n": None},
@@ -80,29 +67,7 @@ async def test_every_type_round_trips_as_arrow(
     postgres_server.sql(TABLE)
     source = make_lookup(postgres_server.url, table="everything", key="id", schema=SCHEMA)
     place = pa.struct([("city", pa.string()), ("zip", pa.int32())])
-    struct = pa.struct(
-        [
-            ("s", pa.string()),
-            ("u", pa.string()),
-            ("ti", pa.int8()),
-            ("si", pa.int16()),
-            ("i", pa.int32()),
-            ("bi", pa.int64()),
-            ("f", pa.float32()),
-            ("d", pa.float64()),
-            ("dec", pa.decimal128(12, 3)),
-            ("b", pa.bool_()),
-            ("bin", pa.binary()),
-            ("dt", pa.date32()),
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("ntz", pa.timestamp("us")),
-            ("arr", pa.list_(pa.int32())),
-            ("tags", pa.list_(pa.string())),
-            ("m", pa.map_(pa.string(), pa.float64())),
-            ("st", place),
-            ("doc", place),
-        ]
-    )
+    struct = pa.struct([*EVERY_TYPE_ARROW, ("doc", place)])
 
     answer = await source.lookup_arrow(pa.array([2, 1, 3], pa.int64()), struct)
 

@@ -1,6 +1,6 @@
-"""The full cache of a MariaDB table: loaded whole by one ordered, unbuffered statement
-(1:N keys kept together across pages), answered from memory, served while the database is
-down, reloaded when it is back."""
+"""The full cache of a relational table, on each real server: loaded whole by one ordered
+statement read in pages (1:N keys kept together across pages), answered from memory,
+served while the database is down, reloaded when it is back."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from connectors.mysql import MySqlLookup
 from enrich import FullCache, FullCacheSource
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
-from tests.support.mysql_server import MySqlServer
+from tests.sql.conftest import Store
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -35,14 +34,11 @@ def wait_load(source: FullCacheSource) -> None:
     run_sync(wait, timeout=30)
 
 
-def test_whole_table_loaded_by_pages_with_one_to_many_keys_whole(
-    mysql_server: MySqlServer,
-) -> None:
-    mysql_server.sql("DROP TABLE IF EXISTS items; CREATE TABLE items (owner INT, item TEXT)")
+def test_whole_table_loaded_by_pages_with_one_to_many_keys_whole(store: Store) -> None:
     # owner 7 has 25 rows: more than a page of 10, so its rows span pages
     rows = [(i, f"i{i}") for i in range(1, 96)] + [(7, f"extra{i}") for i in range(1, 25)]
-    mysql_server.execute("INSERT INTO items VALUES (%s, %s)", rows, many=True)
-    items = MySqlLookup(mysql_server.url, table="items", key="owner", schema="item string")
+    store.table("items", "owner INT, item TEXT", rows)
+    items = store.lookup(store.url, table="items", key="owner", schema="item string")
     source = FullCacheSource(items, FullCache(page_rows=10), clock=FakeClock())
     try:
         found = lookup(source, [1, 7, 95, 96])
@@ -54,18 +50,13 @@ def test_whole_table_loaded_by_pages_with_one_to_many_keys_whole(
 
 
 def test_the_snapshot_serves_while_the_database_is_down_and_reloads_after(
-    mysql_server: MySqlServer,
+    restartable_store: Store,
 ) -> None:
-    server = mysql_server
-    server.sql(
-        "DROP TABLE IF EXISTS versioned;"
-        "CREATE TABLE versioned (id BIGINT PRIMARY KEY, name TEXT, version INT)"
-    )
-    server.execute(
-        "INSERT INTO versioned VALUES (%s, %s, 1)", [(i, f"u{i}") for i in range(50)], many=True
-    )
+    store, server = restartable_store, restartable_store.server
+    rows = [(i, f"u{i}", 1) for i in range(50)]
+    store.table("versioned", "id BIGINT PRIMARY KEY, name TEXT, version INT", rows)
     clock = FakeClock()
-    users = MySqlLookup(
+    users = store.lookup(
         server.url, table="versioned", key="id", schema="name string, version int", timeout=2
     )
     source = FullCacheSource(users, FullCache(reload_interval=60, page_rows=10), clock=clock)
@@ -81,7 +72,7 @@ def test_the_snapshot_serves_while_the_database_is_down_and_reloads_after(
         # The old snapshot serves, whole, with the database down.
         assert lookup(source, [4, 49, 50]) == {4: ("u4", 1), 49: ("u49", 1), 50: None}
         server.start()
-        server.execute("UPDATE versioned SET version = 2")
+        server.sql("UPDATE versioned SET version = 2")
         clock.advance(FullCache().retry_delay)  # the retry is due
         wait_load(source)
         assert lookup(source, [4])[4] == ("u4", 2)
