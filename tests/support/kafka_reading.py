@@ -27,7 +27,7 @@ def read_all(
         values: list[bytes] = []
         for partition in sorted(meta.partitions):
             where = TopicPartition(topic, partition)
-            low, end = consumer.get_watermark_offsets(where, timeout=timeout, cached=False)
+            low, end = _watermarks(consumer, where, timeout)
             if end <= low:
                 continue
             consumer.assign([TopicPartition(topic, partition, low)])
@@ -42,3 +42,27 @@ def read_all(
         return values
     finally:
         consumer.close()
+
+
+def _watermarks(consumer, where, timeout: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """A partition's low and high watermarks; a retriable error (a topic created a moment
+    ago whose leader is not elected yet, a broker restarting) is asked again."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    settling = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, end = consumer.get_watermark_offsets(where, timeout=timeout, cached=False)
+            return int(low), int(end)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in settling) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)  # the broker's metadata settles by itself: nothing to wait on
