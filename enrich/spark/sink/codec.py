@@ -275,7 +275,7 @@ def pack(op: Sequence[str | bytes]) -> bytes:
     """An operation as the commit script reads it: each item (text as UTF-8, bytes as
     they are) a MessagePack string, one after the other, so binary values reach Redis
     unchanged. :func:`unpack` reads it back."""
-    parts = []
+    parts: list[bytes] = []
     for item in op:
         raw = item.encode("utf-8") if isinstance(item, str) else item
         parts += (STR32, _LENGTH.pack(len(raw)), raw)
