@@ -226,7 +226,8 @@ def test_a_staged_row_without_an_id_stops_the_publish_on_it(
     ops[6] = ["x", "out", "order_id", "6"]
     redis_client.sadd(two_phase.index_key(identity), staging)
     redis_client.rpush(staging, *[pack(op) for op in ops])  # type: ignore[arg-type]
-    with pytest.raises(two_phase.SourceIdMissing, match="sourceIdColumn"):
+    shown = r'sourceIdColumn\), .*: \["x", "out", "order_id", "6"\]'  # the row, as text
+    with pytest.raises(two_phase.SourceIdMissing, match=shown):
         two_phase.commit(redis_client, identity, "0", [(staging, 10)], marked=True, step=4,
                          source=settings.source)  # fmt: skip
     assert published(redis_client, settings) == [0, 1, 2, 3, 4, 5]

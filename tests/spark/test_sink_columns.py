@@ -3,7 +3,6 @@ stages, for generated schemas and rows; no Spark session needed."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +11,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark.sink import columns as sink_columns
-from enrich.spark.sink.codec import pack
+from enrich.spark.sink.codec import pack, unpack
 from enrich.spark.sink.data_source import _rows
 from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
 
@@ -30,10 +29,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _decoded(items: list[bytes]) -> list[Any]:
-    """Staged operations as the commit script's cjson reads them (escapes resolved, bytes
-    kept: latin-1 maps each byte to one character)."""
-    return [json.loads(item.decode("latin-1")) for item in items]
+def _decoded(items: list[bytes]) -> list[list[bytes]]:
+    """Staged operations as the commit script's cmsgpack reads them: each item's bytes."""
+    return [unpack(item) for item in items]
 
 
 TARGETS = [
@@ -78,7 +76,11 @@ def test_columnar_staging_equals_the_row_encoders(
         assert "key" in target
         return
     expected = [pack(encoder.encode(row)) for row in _rows(iter([batch]))]
-    assert _decoded(staged) == _decoded(expected)
+    assert staged == expected  # byte for byte
+    assert _decoded(staged) == [
+        [i.encode("utf-8") if isinstance(i, str) else i for i in encoder.encode(row)]
+        for row in _rows(iter([batch]))
+    ]
 
 
 def test_strings_needing_escapes_and_all_null_rows() -> None:
@@ -91,7 +93,7 @@ def test_strings_needing_escapes_and_all_null_rows() -> None:
     staged = sink_columns.staged_operations(encoder, batch)
     assert staged is not None
     assert _decoded(staged) == [
-        ["x", "s", "a", 'q"\\\n\x00Ã©', "b", "1"],  # é as its two UTF-8 bytes
-        ["x", "s", "a", ""],
-        ["x", "s", "a", "plain"],
+        [b"x", b"s", b"a", 'q"\\\n\x00é'.encode(), b"b", b"1"],  # as they are, unescaped
+        [b"x", b"s", b"a", b""],
+        [b"x", b"s", b"a", b"plain"],
     ]

@@ -17,6 +17,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import redis_options
 from enrich.spark.sink import two_phase
+from enrich.spark.sink.codec import pack
 from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
 from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
 from enrich.spark.sink.two_phase import (
@@ -488,3 +489,33 @@ def test_the_default_step_is_stated_once_and_the_docs_agree() -> None:
     table = (root / "docs/data-sources.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| `maxRowsPerCommit`"))
     assert re.findall(r"\(default (\d[\d,]*)", row) == [figure]
+
+
+def test_a_plan_staged_as_json_by_an_earlier_version_is_resumed_and_published_once(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """Staging was a JSON array per row before it became MessagePack strings: a plan an
+    earlier version started (its lists in JSON) is finished by this one, beside lists in
+    the new form, each row applied once with its bytes unchanged."""
+    settings = settings_of(redis_server, tmp_path, stream="out")
+    identity = settings.identity
+    old = two_phase.staging_key(identity, "3", 0, "a")
+    new = two_phase.staging_key(identity, "3", 1, "b")
+    before = [["x", "out", "order_id", str(i), "name", f'n"{i}\\'] for i in range(5)]
+    before.append(["h", "order:5", "order_id", "5"])
+    redis_client.sadd(two_phase.index_key(identity), old, new)
+    redis_client.rpush(old, *[json.dumps(op, ensure_ascii=False) for op in before])
+    redis_client.rpush(new, *[pack(["x", "out", "order_id", str(i)]) for i in range(6, 9)])
+    assert not pack(["x"]).startswith(b"[")  # the two lists are in the two forms
+    staged = [(old, 6), (new, 3)]
+    with pytest.raises(Died):
+        two_phase.commit(redis_client, identity, "3", staged, marked=True, step=4,
+                         between_steps=cut_after(1))  # fmt: skip
+    done = two_phase.commit(redis_client, identity, "3", staged, marked=True, step=4)
+    assert (done.resumed, done.rows) == (True, 5)
+    entries = [f for _, f in redis_client.xrange("out")]
+    assert [int(f[b"order_id"]) for f in entries] == [0, 1, 2, 3, 4, 6, 7, 8]
+    assert entries[1][b"name"] == b'n"1\\'
+    assert redis_client.hgetall("order:5") == {b"order_id": b"5"}
+    assert committed_batch(redis_client, identity) == 3
+    assert leftovers(redis_client) == []

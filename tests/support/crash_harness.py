@@ -162,10 +162,12 @@ class Reader(threading.Thread):
 
 def staged_order_ids(client: redis.Redis) -> set[int]:
     """The order ids in staging lists (not yet committed)."""
+    from enrich.spark.sink.codec import unpack
+
     ids: set[int] = set()
     for key in client.keys("enrich:sink:*:staging:*"):
         for item in client.lrange(key, 0, -1):
-            op = json.loads(item)
+            op = [i.decode("utf-8") for i in unpack(item)]  # the sink's packed operation
             fields = dict(zip(op[2::2], op[3::2], strict=True))
             ids.add(int(fields["order_id"]))
     return ids

@@ -45,8 +45,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-import re
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any
@@ -263,24 +263,32 @@ def _map_json(type_: MapType) -> Encode:
 
 
 # -- staged operations --------------------------------------------------------------------
-_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+# A staged operation is its items one after the other, each a MessagePack str32 (0xdb, the
+# length as 4 big-endian bytes, the bytes): the commit script's cmsgpack.unpack hands
+# them straight to the command as Lua strings (binary-safe, nothing escaped), about half
+# the server time a JSON array costs to decode (cjson), which was half of a commit.
+STR32 = b"\xdb"
+_LENGTH = struct.Struct(">I")
 
 
-def _escape_byte(match: re.Match[bytes]) -> bytes:
-    byte = match.group()
-    if byte in (b'"', b"\\"):
-        return b"\\" + byte
-    return b"\\u%04x" % byte[0]
-
-
-def pack(op: list[str | bytes]) -> bytes:
-    """An operation as a JSON array of byte strings for the commit script's ``cjson``:
-    text as UTF-8, bytes as they are (cjson is 8-bit clean; only quotes, backslashes and
-    control bytes are escaped), so binary values reach Redis unchanged."""
-    if all(type(item) is str for item in op):  # the common case: C-level escaping
-        return ("[" + ",".join(map(encode_basestring, op)) + "]").encode("utf-8")  # type: ignore[arg-type]
-    parts = []
+def pack(op: Sequence[str | bytes]) -> bytes:
+    """An operation as the commit script reads it: each item (text as UTF-8, bytes as
+    they are) a MessagePack string, one after the other, so binary values reach Redis
+    unchanged. :func:`unpack` reads it back."""
+    parts: list[bytes] = []
     for item in op:
         raw = item.encode("utf-8") if isinstance(item, str) else item
-        parts.append(b'"' + _ESCAPE.sub(_escape_byte, raw) + b'"')
-    return b"[" + b",".join(parts) + b"]"
+        parts += (STR32, _LENGTH.pack(len(raw)), raw)
+    return b"".join(parts)
+
+
+def unpack(packed: bytes) -> list[bytes]:
+    """The items of a packed operation (:func:`pack`), as bytes."""
+    items, at = [], 0
+    while at < len(packed):
+        if packed[at : at + 1] != STR32:
+            raise ValueError(f"not a packed operation at byte {at}: {packed[at : at + 8]!r}")
+        (size,) = _LENGTH.unpack_from(packed, at + 1)
+        items.append(packed[at + 5 : at + 5 + size])
+        at += 5 + size
+    return items

@@ -83,7 +83,7 @@ def commands(encoder: RowEncoder, batch: pa.RecordBatch) -> Commands | None:
         command: pa.Array | None = _xadd(encoder, batch, settings.stream)
         replies = np.ones(rows, dtype=np.int64)
     else:
-        key = _keys(encoder, batch)
+        key = key_texts(encoder, batch)
         if key is None:
             return None
         if settings.value == "json":
@@ -157,7 +157,7 @@ def _fields(encoder: RowEncoder, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Ar
     return pc.if_else(none, empty, fields), pc.if_else(none, 2, count)
 
 
-def _keys(encoder: RowEncoder, batch: pa.RecordBatch) -> pa.Array | None:
+def key_texts(encoder: RowEncoder, batch: pa.RecordBatch) -> pa.Array | None:
     """Each row's key from the template (null where a key column is null), or None when
     a key column is binary (the row encoder renders its bytes)."""
     assert encoder.settings.key is not None

@@ -103,7 +103,7 @@ def commit(
             raise PlanExpired(batch, _text(detail), int(published))
         if state == -3:
             assert source is not None
-            raise SourceIdMissing(batch, source.id, _text(detail))
+            raise SourceIdMissing(batch, source.id, _operation(detail))
         if state < 0:
             if steps == 0 and not int(published):  # the plan was not fixed: use the message
                 name, expected = staged[n - 1]
@@ -123,6 +123,20 @@ def commit(
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _operation(staged: Any) -> str:
+    """A staged operation as text for a message: its items as a JSON array (a packed
+    operation is binary: MessagePack strings, see :func:`~enrich.spark.sink.codec.pack`)."""
+    raw = staged if isinstance(staged, bytes) else str(staged).encode("utf-8")
+    if raw.startswith(b"["):  # staged as JSON by an earlier version
+        return _text(raw)
+    from ..codec import unpack
+
+    try:
+        return json.dumps([item.decode("utf-8", "replace") for item in unpack(raw)])
+    except ValueError:
+        return _text(raw)
 
 
 def _planned(client: Any, plan: str, n: int) -> tuple[str, int]:

@@ -111,6 +111,28 @@ local function after(ams, aseq, bms, bseq)
   if #aseq ~= #bseq then return #aseq > #bseq end
   return aseq > bseq
 end
+-- a staged operation's items: MessagePack strings one after the other (codec.pack), or a
+-- JSON array (what an earlier version staged: a plan it started resumes here)
+local mp_unpack = cmsgpack.unpack
+local function decode(item)
+  if string.byte(item, 1) == 91 then return cjson.decode(item) end
+  return {mp_unpack(item)}
+end
+-- apply one operation from its items (no table: cmsgpack's values go straight to the
+-- command); false for an unknown kind
+local function apply(kind, key, ...)
+  if kind == 'x' then
+    redis.call('XADD', key, '*', ...)
+  elseif kind == 'h' then
+    redis.call('DEL', key)
+    if select('#', ...) > 0 then redis.call('HSET', key, ...) end
+  elseif kind == 's' then
+    redis.call('SET', key, (...))
+  else
+    return false
+  end
+  return true
+end
 local function source_of(op)
   local id
   local s = nil
@@ -201,8 +223,9 @@ while li <= #lists and done < step and not bad do
   local want = math.min(page, step - done, counts[li] - pos)
   if want > 0 then
     for k, item in ipairs(redis.call('LRANGE', lists[li], pos, pos + want - 1)) do
-      local op = cjson.decode(item)
+      local op = nil
       local fresh = true
+      if keyed or string.byte(item, 1) == 91 then op = decode(item) end
       if keyed then
         local s, id = source_of(op)
         local ms, seq = parts(id)
@@ -219,16 +242,10 @@ while li <= #lists and done < step and not bad do
       if not fresh then
         replayed = replayed + 1
       else
-        local kind, key = op[1], op[2]
-        if kind == 'x' then
-          redis.call('XADD', key, '*', unpack(op, 3))
-        elseif kind == 'h' then
-          redis.call('DEL', key)
-          if #op > 2 then redis.call('HSET', key, unpack(op, 3)) end
-        elseif kind == 's' then
-          redis.call('SET', key, op[3])
-        else
-          return redis.error_reply('unknown staged operation ' .. tostring(kind))
+        local ok
+        if op then ok = apply(unpack(op)) else ok = apply(mp_unpack(item)) end
+        if not ok then
+          return redis.error_reply('unknown staged operation ' .. tostring(decode(item)[1]))
         end
         applied = applied + 1
       end
