@@ -21,7 +21,14 @@ from tests.support.kafka_fixtures import kafka_broker, kafka_topic
 from tests.support.redis_fixtures import redis_client, redis_server
 from tests.support.spark_version import spark_version
 
-__all__ = ("delta_spark", "kafka_broker", "kafka_topic", "redis_client", "redis_server")
+__all__ = (
+    "delta_available",
+    "delta_spark",
+    "kafka_broker",
+    "kafka_topic",
+    "redis_client",
+    "redis_server",
+)
 
 DELTA_LINE = (4, 2)  # the Spark line of scripts/delta/pom.xml's delta-spark artifact
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +65,13 @@ def delta_conf() -> dict[str, str]:
         pytest.skip(f"Delta cannot run here: {exc}")
     conf["spark.jars"] = ",".join([conf["spark.jars"], *kafka])
     return conf
+
+
+@pytest.fixture
+def delta_available() -> dict[str, str]:
+    """Delta's session settings, for a test that starts its own Spark processes; skips
+    (or fails) as :func:`delta_conf` says."""
+    return delta_conf()
 
 
 @pytest.fixture(scope="session")
