@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from connectors.redis import RedisLookup
 from enrich.demo.kafka_broker import connector_jars
 from enrich.spark import lookup_join, session
-from enrich.spark.delta import delta_conf
+from enrich.spark.stages.delta_sink import delta_conf
 
 
 def main(bootstrap: str, source: str, url: str, table: str, checkpoint: str, limit: str) -> None:
