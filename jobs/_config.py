@@ -29,6 +29,8 @@ out of the file. The sections (see ``examples/`` for configs that run as they ar
     dead_letter: {format: files, path: /data/failed}   # rows whose lookup failed
     sink: {format: console}       # console | files | memory | noop | redis | any format
                                   # {format: kafka, exactly_once: true}: the kafka-eos sink
+                                  # {format: delta, path: /data/orders}: Delta, exactly
+                                  # once by its own commits (see jobs/_delta.py)
     checkpoint: /data/checkpoints/orders
     trigger: "10 seconds"         # availableNow | once | an interval
     latency: low                  # redis-stream or kafka -> redis only: async progress
@@ -306,6 +308,12 @@ def _check_latency(config: JobConfig) -> None:
         why = (
             "the source must be a streaming redis-stream or kafka source (its rows carry "
             "their entry ids: a stream entry id; a topic, partition and offset)"
+        )
+    elif sink is not None and sink.format == "delta":
+        why = (
+            "the delta sink takes no async progress tracking: it commits each micro-batch "
+            "once by its batch id, and a restart under async progress tracking re-cuts the "
+            "batches (Spark refuses it too); Delta is exactly once on the default latency"
         )
     elif sink is None or sink.format != "redis":
         why = "the sink must be the redis sink (it publishes each source entry once)"

@@ -71,8 +71,32 @@ def start_spark(config: _config.JobConfig, log_file: Any, own_output: bool) -> A
             config.name,
             spark__ui__showConsoleProgress="false",
             spark__log__level="WARN",
-            **_kafka_connector(config),
+            **_connectors(config),
         )
+
+
+def _connectors(config: _config.JobConfig) -> dict[str, Any]:
+    """Kafka's connector and Delta's jars and settings, as the job needs them (their
+    ``spark.jars`` joined).
+
+    Raises:
+        RuntimeError: the job writes Delta and Delta cannot run here (no jars, or another
+            Spark line: the message says which and what to run).
+    """
+    conf = _kafka_connector(config)
+    endpoints = (config.sink, config.dead_letter)
+    if any(e is not None and e.format == "delta" for e in endpoints):
+        from enrich.spark.stages.delta_sink import DeltaUnavailable, delta_conf, jars_dir
+
+        try:
+            delta = delta_conf()
+        except DeltaUnavailable as exc:
+            raise RuntimeError(f"the job writes Delta: {exc}") from None
+        jars = [conf.get("spark__jars"), delta.pop("spark.jars")]
+        conf["spark__jars"] = ",".join(j for j in jars if j)
+        conf.update({key.replace(".", "__"): value for key, value in delta.items()})
+        log.info("Delta Lake's jars: %s", jars_dir())
+    return conf
 
 
 def _kafka_connector(

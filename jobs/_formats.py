@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobs import _kafka
+from jobs import _delta, _kafka
 
 # Options read by each format's reader or writer, as Spark spells them (names compare
 # without case: Spark's options are case-insensitive). Only formats listed here get
@@ -66,6 +66,8 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     # Spark's Kafka connector; kafka.* options go to the Kafka client (jobs._kafka).
     ("source", "kafka"): _kafka.SOURCE_OPTIONS,
     ("sink", "kafka"): _kafka.SINK_OPTIONS,
+    # Delta Lake's writer (its streaming sink and the batch writes of a dead-letter split)
+    ("sink", "delta"): _delta.SINK_OPTIONS,
 }
 # Formats Spark (and common packages) know, for a "did you mean" on a misspelt one; a
 # format not listed is not an error: any data source on the classpath may be named.

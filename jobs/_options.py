@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from jobs import _kafka
+from jobs import _delta, _kafka
 from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
 from jobs._formats import FORMATS, KNOWN_OPTIONS, did_you_mean
@@ -47,7 +47,10 @@ def check_sink(spec: Endpoint, where: str, *, streaming: bool | None) -> list[st
     writer (not ``streaming``: a dead-letter split or a batch job), or either (None)."""
     if spec.mode is not None:
         _check_mode(spec, where, streaming)
-    return _check_options(spec, where, "sink")
+    warnings = _check_options(spec, where, "sink")
+    if spec.format == _delta.FORMAT:
+        _delta.validate(spec.options, where, path=spec.path, mode=spec.mode, streaming=streaming)
+    return warnings
 
 
 def _check_schema(schema: str, where: str) -> None:

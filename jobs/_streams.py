@@ -5,8 +5,10 @@ A job with a dead-letter sink writes both sinks from one streaming query
 one of the two: enriched rows in the sink, rows whose lookup failed in the dead letter,
 with the reason in ``enrich_error``. Each part is written with the sink format's batch
 writer; a replayed micro-batch is written again (at-least-once), so prefer idempotent
-sinks there. A job without a dead letter streams straight into its sink, with the
-sink's own guarantees (the Redis sinks' exactly-once commit among them).
+sinks there: a Delta sink or dead letter is written with Delta's idempotent batch
+writes (``txnAppId`` from the checkpoint, ``txnVersion`` the batch id), so Delta skips a
+replayed batch. A job without a dead letter streams straight into its sink, with the
+sink's own guarantees (the Redis sinks' exactly-once commit and Delta's among them).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import logging
 import time
 from typing import Any
 
+from jobs import _delta
 from jobs._config import JobConfig
 from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
+from jobs._lookups import DEAD_LETTER
 
 ERROR_COLUMN = "enrich_error"
 log = logging.getLogger("enrich.jobs")
@@ -58,7 +62,7 @@ def start(df: Any, config: JobConfig) -> Any:
                     f"{where}: a memory sink cannot be used with a dead_letter (use files, "
                     f"console or a format with a batch writer)"
                 )
-        writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter))
+        writer = df.writeStream.foreachBatch(_splitter(sink, config.dead_letter, config.checkpoint))
     elif sink.format == "kafka-eos":  # the query's shape checked before it starts
         from enrich.spark.sink.kafka_eos.query import kafka_eos_writer
 
@@ -145,23 +149,31 @@ def write_all(df: Any, config: JobConfig) -> None:
         _splitter(sink, config.dead_letter)(df, None)
 
 
-def _splitter(sink: Endpoint, dead_letter: Endpoint) -> Any:
+def _splitter(sink: Endpoint, dead_letter: Endpoint, checkpoint: str | None = None) -> Any:
     from pyspark.sql.functions import col
+
+    # A Delta sink or dead letter is written once per batch id: Delta skips a batch
+    # whose id it committed under this transaction id (a replay after a failure).
+    sink_txn = _delta.transaction_id(checkpoint, "sink")
+    dead_txn = _delta.transaction_id(checkpoint, DEAD_LETTER)
 
     def split(batch: Any, batch_id: int | None) -> None:
         # Cached so that the two filters below read one computation: lookups run once.
         batch.persist()
         try:
-            write_batch(batch.where(col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN), sink, batch_id)
-            write_batch(batch.where(col(ERROR_COLUMN).isNotNull()), dead_letter, batch_id)
+            good = batch.where(col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
+            write_batch(good, sink, batch_id, sink_txn)
+            write_batch(batch.where(col(ERROR_COLUMN).isNotNull()), dead_letter, batch_id, dead_txn)
         finally:
             batch.unpersist()
 
     return split
 
 
-def write_batch(df: Any, spec: Endpoint, batch_id: int | None) -> None:
-    """Write one (non-streaming) DataFrame as ``spec`` says."""
+def write_batch(df: Any, spec: Endpoint, batch_id: int | None, txn: str | None = None) -> None:
+    """Write one (non-streaming) DataFrame as ``spec`` says; a Delta write of a
+    micro-batch with ``txn`` is keyed by it and the batch id (Delta's idempotent
+    writes: a batch id it committed under ``txn`` is not written again)."""
     if spec.kind == "console":
         rows = int(spec.options.get("numRows", "20"))
         truncate = spec.options.get("truncate", "true").lower() == "true"
@@ -177,6 +189,8 @@ def write_batch(df: Any, spec: Endpoint, batch_id: int | None) -> None:
     writer = df.write.format(spec.format).mode(spec.mode or "append")
     if spec.options:
         writer = writer.options(**spec.options)
+    if spec.format == _delta.FORMAT and txn is not None and batch_id is not None:
+        writer = writer.option("txnAppId", txn).option("txnVersion", str(batch_id))
     if spec.path:
         writer.save(spec.path)
     else:

@@ -70,8 +70,10 @@ def _reason(exc: BaseException) -> str:
 
 
 def check(config: Any) -> list[StoreCheck]:
-    """Check every store of a loaded :class:`~jobs._config.JobConfig`, and its Kafka
-    source or sinks' brokers (:func:`jobs._kafka.broker_checks`)."""
+    """Check every store of a loaded :class:`~jobs._config.JobConfig`, its Kafka
+    source or sinks' brokers (:func:`jobs._kafka.broker_checks`) and its Delta sinks
+    (:func:`jobs._delta.delta_checks`: the jars, the Spark line, the table)."""
+    from jobs._delta import delta_checks
     from jobs._kafka import broker_checks
 
     stores = [
@@ -81,7 +83,8 @@ def check(config: Any) -> list[StoreCheck]:
     brokers = [
         StoreCheck(where, ok, detail, "kafka") for where, ok, detail in broker_checks(config)
     ]
-    return stores + brokers
+    tables = [StoreCheck(where, ok, detail, "delta") for where, ok, detail in delta_checks(config)]
+    return stores + brokers + tables
 
 
 def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEOUT) -> StoreCheck:

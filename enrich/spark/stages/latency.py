@@ -68,6 +68,19 @@ WARM_ROWS = 1000  # rows a task of each
 TRIGGER = "0 seconds"
 
 
+# Why sink="delta" is refused (docs/delta.md): Delta's sink is exactly once by batch id.
+DELTA_REFUSED = (
+    "the low-latency profile cannot write to Delta: it runs under async progress "
+    "tracking, which after a failure plans the micro-batches again from the last offsets "
+    "it logged, so a batch id may come back with other records; Delta's sink commits "
+    "each batch once by its id (a txn action keyed by the query's id and the batch id) "
+    "and would skip records it never wrote, or write others twice (Spark itself "
+    "refuses it: 'Sink DeltaSink[...] does not support async progress tracking'). Write with "
+    "df.writeStream.format('delta') on Spark's default progress tracking (exactly once, "
+    "docs/delta.md)"
+)
+
+
 class ProfileRefused(ValueError):
     """The low-latency profile would break exactly once for this query (the message
     names the reason and what to change)."""
@@ -110,11 +123,12 @@ def low_latency(
         sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
             record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
-            their stage).
+            their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why).
 
     Raises:
         ProfileRefused: the query is not streaming, reads another source (or several),
-            or its rows do not carry their source entry (the message says which).
+            or its rows do not carry their source entry, or the sink is Delta's (the
+            message says which).
     """
     if sink == "kafka-eos":
         from ..sink.kafka_eos.query import kafka_eos_writer
@@ -123,6 +137,8 @@ def low_latency(
         if warm:
             warm_up(df.sparkSession)
         return writer
+    if sink == "delta":
+        raise ProfileRefused(DELTA_REFUSED)
     if sink != "redis":
         raise ProfileRefused(
             f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
