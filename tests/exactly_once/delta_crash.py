@@ -19,10 +19,8 @@ jars, see docs/delta.md).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +32,7 @@ from pathlib import Path
 import redis
 
 from enrich.demo.kafka_broker import KafkaBroker
-from tests.support.crash_harness import python_groups
+from tests.support.crash_harness import crash_job
 from tests.support.delta_table import column_counts, committed_batch, row_count
 from tests.support.kafka_fixtures import create_topic, produce
 from tests.support.redis_server import RedisServer
@@ -57,16 +55,6 @@ class Outcome:
             f"{self.kills} kills ({self.replays} between Delta's commit and Spark's), "
             f"{self.rows} rows, {self.lost} lost, {self.doubled} doubled"
         )
-
-
-def _crash(job: subprocess.Popen[bytes]) -> list[int]:
-    """SIGKILL the job's group and its Python daemons' groups at once; returns those."""
-    groups = [job.pid, *python_groups(job.pid)]
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
-    job.wait()
-    return groups
 
 
 def _spark_committed(checkpoint: Path) -> int:
@@ -119,7 +107,7 @@ def one_run(
             if job.poll() is not None:
                 log(f"  the job ended by itself ({job.returncode}) before the kill")
                 continue
-            groups = _crash(job)
+            groups = crash_job(job)
             outcome.kills += 1
             delta, spark = committed_batch(table), _spark_committed(checkpoint)
             replay = delta > spark

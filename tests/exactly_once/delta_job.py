@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark.sql import functions as F
-
 from connectors.redis import RedisLookup
 from enrich.demo.kafka_broker import connector_jars
 from enrich.spark import lookup_join, session
 from enrich.spark.stages.delta_sink import delta_conf
+from tests.exactly_once.kafka_job import read_orders
 
 
 def main(bootstrap: str, source: str, url: str, table: str, checkpoint: str, limit: str) -> None:
@@ -33,15 +32,7 @@ def main(bootstrap: str, source: str, url: str, table: str, checkpoint: str, lim
         **{key.replace(".", "__"): value for key, value in conf.items()},
     )
     spark.sparkContext.setLogLevel("ERROR")
-    orders = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", limit)
-        .load()
-        .withColumn("order_id", F.col("value").cast("string").cast("long"))
-    )
+    orders = read_orders(spark, bootstrap, source, limit)
     users = RedisLookup(url, key_template="user:{}", value="hash", schema="name string")
     joined = lookup_join(orders, users, on="order_id")
     out = joined.select("order_id", "name", "topic", "partition", "offset")

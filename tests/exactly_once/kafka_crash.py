@@ -18,11 +18,9 @@ prints each run's counts.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +31,7 @@ from pathlib import Path
 import redis
 
 from enrich.demo.kafka_broker import KafkaBroker
-from tests.support.crash_harness import python_groups
+from tests.support.crash_harness import crash_job
 from tests.support.kafka_fixtures import create_topic, produce
 from tests.support.kafka_reading import read_all
 from tests.support.redis_server import RedisServer
@@ -43,16 +41,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _count(bootstrap: str, topic: str) -> int:
     return len(read_all(bootstrap, topic))
-
-
-def _crash(job: subprocess.Popen[bytes]) -> list[int]:
-    """SIGKILL the job's group and its Python daemons' groups at once; returns those."""
-    groups = [job.pid, *python_groups(job.pid)]
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(group, signal.SIGKILL)
-    job.wait()
-    return groups
 
 
 def one_run(
@@ -103,7 +91,7 @@ def one_run(
                     break
                 time.sleep(0.5)
             if job.poll() is None and what == "kill":
-                groups = _crash(job)
+                groups = crash_job(job)
                 landed += 1
                 log(f"  machine crash (groups {groups}) with {_count(bootstrap, target)} written")
             elif job.poll() is None:
@@ -116,7 +104,7 @@ def one_run(
                     code = job.wait(timeout=120)
                     log(f"  the job ended by itself with {code} after the broker's restart")
                 except subprocess.TimeoutExpired:
-                    _crash(job)
+                    crash_job(job)
                     log("  the job still ran 120 s after the broker's restart: crashed it")
             job.wait()
         for _ in range(3):

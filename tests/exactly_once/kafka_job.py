@@ -11,12 +11,26 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from connectors.redis import RedisLookup
 from enrich.demo.kafka_broker import connector_jars
 from enrich.spark import lookup_join, low_latency, register_data_sources, session
 from enrich.spark.sink.kafka_eos import kafka_eos_writer
+
+
+def read_orders(spark: SparkSession, bootstrap: str, source: str, limit: str) -> DataFrame:
+    """The crash jobs' input: the topic from its start, ``limit`` offsets a micro-batch,
+    each record's value the order id."""
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", limit)
+        .load()
+        .withColumn("order_id", F.col("value").cast("string").cast("long"))
+    )
 
 
 def main(bootstrap: str, source: str, target: str, url: str, checkpoint: str, limit: str,
@@ -31,15 +45,7 @@ def main(bootstrap: str, source: str, target: str, url: str, checkpoint: str, li
     )
     spark.sparkContext.setLogLevel("ERROR")
     register_data_sources(spark)
-    orders = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", limit)
-        .load()
-        .withColumn("order_id", F.col("value").cast("string").cast("long"))
-    )
+    orders = read_orders(spark, bootstrap, source, limit)
     users = RedisLookup(url, key_template="user:{}", value="hash", schema="name string")
     joined = lookup_join(orders, users, on="order_id")
     value = F.to_json(F.struct("order_id", "name", "partition", "offset")).alias("value")

@@ -547,6 +547,16 @@ class Harness:
         return file_sink_rows(self.output)
 
 
+def crash_job(job: subprocess.Popen[bytes]) -> list[int]:
+    """A machine crash of a job started in a session of its own: SIGKILL its process group
+    and its Python daemons' and workers' groups (:func:`python_groups`) in one instant;
+    returns the groups killed."""
+    groups = [job.pid, *python_groups(job.pid)]
+    _kill_groups(groups)
+    job.wait()
+    return groups
+
+
 def python_groups(root: int) -> list[int]:
     """The process groups of ``root``'s descendants other than ``root``'s own (Spark's
     Python daemons and their workers: each in a group of its own), from ``/proc``."""
