@@ -109,7 +109,10 @@ def test_a_replayed_batch_and_a_re_cut_restart_write_each_record_once(
 
     first = run(40)
     sizes = [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]]
-    assert len(sizes) > 5 and max(sizes) <= 40 and sum(sizes) == 300
+    # maxOffsetsPerTrigger bounds a batch, up to Spark's rounding: it shares the limit out
+    # by each partition's backlog and rounds a share below 1 up to 1 (a small partition
+    # is not starved), so a batch of 3 partitions may hold up to 2 records more.
+    assert len(sizes) > 5 and max(sizes) <= 40 + 2 and sum(sizes) == 300
     assert found(bootstrap, out) == list(range(300))
     for log in ("offsets", "commits"):
         for entry in (checkpoint / log).iterdir():  # a log file and its ".N.crc" checksum

@@ -98,7 +98,9 @@ def test_kafka_to_a_joined_redis_sink_re_cut_on_restart_writes_each_record_once(
 
     first = run(40)
     sizes = [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]]
-    assert max(sizes) <= 40 and sum(sizes) == 300  # maxOffsetsPerTrigger bounds a batch
+    # maxOffsetsPerTrigger bounds a batch, up to Spark's rounding (a partition's share
+    # below 1 is rounded up to 1: with 3 partitions, up to 2 records more)
+    assert max(sizes) <= 40 + 2 and sum(sizes) == 300
     for log in ("offsets", "commits"):
         for entry in (checkpoint / log).iterdir():  # a log file and its ".N.crc" checksum
             number = entry.name.removeprefix(".").removesuffix(".crc")
