@@ -11,13 +11,9 @@ updated in a transformation).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Any
 
-from pyspark.accumulators import AccumulatorParam
-
-Counts = dict[str, dict[str, int]]  # stream -> {kind: count}
+from ..metrics.driver_counts import DriverCounts
 
 KINDS = ("entries", "malformed", "dropped", "lost")
 
@@ -42,45 +38,15 @@ class StreamReadCounts:
     lost: int = 0
 
 
-class _CountsParam(AccumulatorParam):  # type: ignore[type-arg]
-    def zero(self, value: Counts) -> Counts:
-        return {}
-
-    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
-        merged = {stream: dict(kinds) for stream, kinds in value1.items()}
-        for stream, kinds in value2.items():
-            into = merged.setdefault(stream, {})
-            for kind, n in kinds.items():
-                into[kind] = into.get(kind, 0) + n
-        return merged
-
-
-_lock = threading.Lock()
-_current: list[Any] = []  # [(SparkContext, accumulator)] of the last registration
-
-
-def counter_for(spark: Any) -> Any | None:
-    """The accumulator of ``spark``'s context (made once per context); None over Spark
-    Connect, which has none."""
-    try:
-        context = spark.sparkContext
-    except Exception:  # Spark Connect: no SparkContext, no accumulators
-        return None
-    with _lock:
-        if _current and _current[0][0] is context:
-            return _current[0][1]
-        counter = context.accumulator({}, _CountsParam())
-        _current[:] = [(context, counter)]
-        return counter
+_counts = DriverCounts()
+counter_for = _counts.counter_for
 
 
 def stream_statistics() -> dict[str, StreamReadCounts]:
     """Per stream, what the ``redis-stream`` source's finished tasks counted so far (empty
     before any read, and when the source was not registered by
     :func:`~enrich.spark.register_data_sources`)."""
-    with _lock:
-        value: Counts = _current[0][1].value if _current else {}
     return {
         stream: StreamReadCounts(**{k: v for k, v in kinds.items() if k in KINDS})
-        for stream, kinds in sorted(value.items())
+        for stream, kinds in sorted(_counts.value().items())
     }

@@ -2,7 +2,7 @@
 
 :func:`~enrich.spark.register_data_sources` registers the sink with a Spark accumulator
 of the user's driver process (as the redis-stream source's counts,
-:mod:`enrich.spark.streams.stream_counts`); each task adds what its transactions did, per
+:mod:`enrich.spark.metrics.driver_counts`); each task adds what its transactions did, per
 target topic. Spark merges the updates of successful task attempts only, so a failed
 attempt's aborted transactions are seen in its logs, not here. Over Spark Connect (no
 accumulators) the counts are in the executors' logs only.
@@ -10,13 +10,10 @@ accumulators) the counts are in the executors' logs only.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from pyspark.accumulators import AccumulatorParam
-
-Counts = dict[str, dict[str, int]]  # target topic -> {field: count}
+from ...metrics.driver_counts import DriverCounts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,35 +49,8 @@ class KafkaSinkCounts:
         )
 
 
-class _CountsParam(AccumulatorParam):  # type: ignore[type-arg]
-    def zero(self, value: Counts) -> Counts:
-        return {}
-
-    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
-        merged = {topic: dict(kinds) for topic, kinds in value1.items()}
-        for topic, kinds in value2.items():
-            into = merged.setdefault(topic, {})
-            for kind, n in kinds.items():
-                into[kind] = into.get(kind, 0) + n
-        return merged
-
-
-_lock = threading.Lock()
-_current: list[Any] = []  # [(SparkContext, accumulator)] of the last registration
-
-
-def counter_for(spark: Any) -> Any | None:
-    """The accumulator of ``spark``'s context (one per context); None over Spark Connect."""
-    try:
-        context = spark.sparkContext
-    except Exception:
-        return None
-    with _lock:
-        if _current and _current[0][0] is context:
-            return _current[0][1]
-        counter = context.accumulator({}, _CountsParam())
-        _current[:] = [(context, counter)]
-        return counter
+_counts = DriverCounts()
+counter_for = _counts.counter_for
 
 
 def add(counter: Any | None, topic: str, counts: KafkaSinkCounts) -> None:
@@ -92,10 +62,8 @@ def add(counter: Any | None, topic: str, counts: KafkaSinkCounts) -> None:
 def kafka_sink_statistics(topic: str | None = None) -> KafkaSinkCounts:
     """What the ``kafka-eos`` sink's successful tasks counted since it was registered by
     :func:`~enrich.spark.register_data_sources`: for the sink writing ``topic``, or all."""
-    with _lock:
-        value: Counts = _current[0][1].value if _current else {}
     total = KafkaSinkCounts()
-    for name, kinds in value.items():
+    for name, kinds in _counts.value().items():
         if topic is None or name == topic:
             total = total + KafkaSinkCounts(**kinds)
     return total
