@@ -112,11 +112,9 @@ async def send(
             raise transport_error(exc, target=target, key=key) from exc
     finally:
         if adaptive is not None and started is not None:
-            latency = time.perf_counter() - started
-            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=throttled)
-            if limit != slots.limit:
-                slots.resize(limit)
-        slots.release()
+            slots.release_sampled(adaptive, time.perf_counter() - started, throttled=throttled)
+        else:
+            slots.release()
     raise AssertionError("unreachable: the loop returns or raises")
 
 

@@ -266,11 +266,7 @@ async def _run_adaptive(handle: ClientHandle, batch: Sequence[Command]) -> list[
         timed_out = True
         raise
     finally:
-        latency = time.perf_counter() - started
-        limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
-        if limit != slots.limit:
-            slots.resize(limit)
-        slots.release()
+        slots.release_sampled(adaptive, time.perf_counter() - started, throttled=timed_out)
 
 
 def is_denied(exc: BaseException) -> bool:

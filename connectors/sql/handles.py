@@ -97,11 +97,7 @@ class Protections:
             timed_out = True
             raise
         finally:
-            latency = time.perf_counter() - started
-            limit = adaptive.sample(latency, in_flight=slots.in_use(), throttled=timed_out)
-            if limit != slots.limit:
-                slots.resize(limit)
-            slots.release()
+            slots.release_sampled(adaptive, time.perf_counter() - started, throttled=timed_out)
 
 
 @dataclass(eq=False, kw_only=True)

@@ -74,14 +74,10 @@ class CallGate:
         slots = self.slots
         if slots is None:
             return
-        adaptive = self.adaptive
-        if adaptive is not None:
-            limit = adaptive.sample(
-                seconds, in_flight=slots.in_use(), throttled=is_throttled(error)
-            )
-            if limit != slots.limit:
-                slots.resize(limit)
-        slots.release()
+        if self.adaptive is None:
+            slots.release()
+        else:
+            slots.release_sampled(self.adaptive, seconds, throttled=is_throttled(error))
 
 
 def gate_for(

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .adaptive import AdaptiveLimit
 
 
 class Slots:
@@ -68,6 +72,15 @@ class Slots:
                 waiter.set_result(None)
                 return
         self._free += 1
+
+    def release_sampled(self, adaptive: AdaptiveLimit, seconds: float, *, throttled: bool) -> None:
+        """Give back a slot held for a call that took ``seconds``: ``adaptive`` samples
+        it (the calls in flight counted with this one), and the slots follow the limit
+        it answers before the slot goes back."""
+        limit = adaptive.sample(seconds, in_flight=self.in_use(), throttled=throttled)
+        if limit != self.limit:
+            self.resize(limit)
+        self.release()
 
     def resize(self, limit: int) -> None:
         """Allow ``limit`` slots from now on. A higher limit hands the new slots to
