@@ -35,7 +35,9 @@ their values joined by ``/`` (``orders/2``). An id column may hold an entry id's
 
 from __future__ import annotations
 
+import logging
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -52,9 +54,12 @@ from pyspark.sql.types import (
 
 from .two_phase import SourceFields
 
+log = logging.getLogger("enrich.spark.sinks")
+
 ID_OPTION = "sourceIdColumn"
 ASYNC_OPTION = "asyncProgressTrackingEnabled"  # Spark's query option, seen by the sink too
 STREAM_OPTION = "sourceStreamColumn"
+FROM_OPTION = "publishFrom"
 # A Redis stream entry id as Redis writes it: no sign, no leading zeros.
 ENTRY_ID = r"^(0|[1-9][0-9]*)-(0|[1-9][0-9]*)$"
 _ENTRY_ID = re.compile(ENTRY_ID)
@@ -111,6 +116,73 @@ def check_mode(
             "stream_id; keep that column), or drop async progress tracking"
         )
     return text == "true"
+
+
+def publish_from(options: Mapping[str, str], source: SourceFields | None) -> bool:
+    """``publishFrom``: ``driver`` (default: tasks stage, the driver's commit publishes)
+    or ``tasks`` (each task publishes its rows, the commit settles the marks:
+    :mod:`~enrich.spark.sink.two_phase.from_tasks`); True for ``tasks``."""
+    text = str(options.get(FROM_OPTION, "driver")).strip().lower()
+    if text not in ("driver", "tasks"):
+        raise ValueError(f'option {FROM_OPTION} must be "driver" or "tasks", got {text!r}')
+    if text == "tasks" and source is None:
+        raise ValueError(
+            f'option {FROM_OPTION}="tasks" needs option {ID_OPTION}: a task publishes its '
+            "own rows only where each row's source entry says whether it was published "
+            "already (a replayed task would otherwise append its rows again)"
+        )
+    return text == "tasks"
+
+
+def start_run(settings: Any) -> str | None:
+    """On the driver, before any task of a transactional streaming query (``settings``:
+    its :class:`~enrich.spark.sink.row_writes.SinkSettings`); returns the run's name when
+    it publishes from its tasks.
+
+    Publishing from the tasks: a plan an earlier run's driver commit left is finished
+    first (the tasks do not read plans). Publishing from the driver: spans of published
+    rows a run publishing from its tasks left unsettled are refused (the driver's commit
+    does not read them, and would publish those rows again)."""
+    from .. import redis_options
+    from .two_phase import commit, from_tasks, index_key, plan_key
+
+    client = redis_options.connect(settings.url)
+    try:
+        if not settings.from_tasks:
+            left = from_tasks.unsettled(client, settings.identity)
+            if left:
+                raise ValueError(
+                    f"redis sink {settings.target}: an earlier run of this query published "
+                    f'from its tasks ({FROM_OPTION}="tasks") and left {left} spans of '
+                    "published rows that no commit settled (it stopped mid-batch); "
+                    "publishing from the driver does not read them and would publish those "
+                    f'rows again. Restart once with .option("{FROM_OPTION}", "tasks") '
+                    "(enrich.spark.low_latency's default) until a batch commits, or use a "
+                    "new checkpointLocation"
+                )
+            return None
+        identity = settings.identity
+        if client.exists(plan_key(identity)) or client.scard(index_key(identity)):
+            done = commit(
+                client,
+                identity,
+                "start",
+                [],
+                marked=True,
+                step=settings.max_rows,
+                plan_ttl=settings.staging_ttl,
+                source=settings.source,
+            )
+            log.info(
+                "redis sink %s: finished an earlier run's commit before publishing from "
+                "the tasks (%d operations published, %d staging lists removed)",
+                settings.target,
+                done.rows,
+                done.cleaned,
+            )
+    finally:
+        client.close()
+    return f"r{uuid.uuid4().hex[:16]}"
 
 
 def check_writer(source: SourceFields | None, schema: StructType, *, streaming: bool) -> None:

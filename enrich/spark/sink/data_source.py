@@ -102,10 +102,12 @@ CLUSTER_TRANSACTIONAL = (
 
 @dataclass
 class StagedPart(WriterCommitMessage):
-    """What a task attempt staged: its staging list and how many rows it holds."""
+    """What a task attempt staged: its staging list and how many rows it holds (or,
+    publishing from the tasks, the rows it published and the spans it wrote)."""
 
     staging: str | None
     rows: int
+    spans: tuple[str, ...] = ()
 
 
 def _task() -> tuple[int, str, str | None]:
@@ -144,6 +146,7 @@ class _RedisWriter:
         token: str | None,
         cluster: bool = False,
         stage: ArrowFunction | None = None,
+        run: str | None = None,
     ) -> None:
         self.settings = settings
         self.schema = schema  # what is written: the stage's output under ``stage``
@@ -151,6 +154,7 @@ class _RedisWriter:
         self.token = token  # batch writes: stands for the batch id
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
         self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.stage_sink)
+        self.run = run  # publishFrom=tasks: this run of the query (from_tasks' spans)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
         if self.stage is not None:
@@ -173,6 +177,8 @@ class _RedisWriter:
                 return StagedPart(None, self._apply(client, encoder, items, batch_id, False))
             assert batch is not None
             identity = self.settings.identity
+            if self.settings.from_tasks:
+                return self._publish(client, encoder, items, (batch, partition, attempt))
             staging = two_phase.staging_key(identity, batch, partition, attempt)
             count = 0
             limit = self.settings.max_rows if self.settings.atomic else None
@@ -197,6 +203,25 @@ class _RedisWriter:
         finally:
             client.close()
 
+    def _publish(
+        self, client: Any, encoder: RowEncoder, items: Iterator[Any], task: tuple[str, int, str]
+    ) -> StagedPart:
+        """``publishFrom=tasks``: this task's rows published keyed by their source
+        records (:mod:`~enrich.spark.sink.two_phase.from_tasks`); nothing staged."""
+        from .two_phase import from_tasks
+
+        assert self.run is not None and self.settings.source is not None
+        batch, partition, attempt = task
+        done = from_tasks.publish(
+            client,
+            self.settings.identity,
+            self.settings.source,
+            (self.run, batch, partition, attempt),
+            _staged_chunks(encoder, items),
+            after_chunk=lambda _: hooks.pause_if_asked("mid_write", batch),
+        )
+        return StagedPart(None, done.rows, done.spans)
+
     @staticmethod
     def _apply(
         client: Any, encoder: RowEncoder, items: Iterator[Any], batch_id: Any, cluster: bool
@@ -213,6 +238,9 @@ class _RedisWriter:
 
     def _commit(self, messages: list[Any], batch: str, marked: bool) -> None:
         if self.settings.mode is SinkMode.IDEMPOTENT:
+            return
+        if self.settings.from_tasks:
+            self._settle(batch, [s for m in messages if isinstance(m, StagedPart) for s in m.spans])
             return
         staged = [(m.staging, m.rows) for m in messages if isinstance(m, StagedPart) and m.staging]
         settings = self.settings
@@ -262,6 +290,26 @@ class _RedisWriter:
             f"; {done.replayed} rows of source entries published before" if done.replayed else "",
         )
 
+    def _settle(self, batch: str, spans: list[str]) -> None:
+        """``publishFrom=tasks``: the tasks published the batch; raise the marks past
+        the spans they wrote."""
+        from .two_phase import from_tasks
+
+        client = redis_options.connect(self.settings.url)
+        try:
+            raised, deleted, left = from_tasks.settle(client, self.settings.identity, spans)
+        finally:
+            client.close()
+        log.info(
+            "redis sink %s: batch %s settled (published by its tasks; %d marks raised, "
+            "%d spans settled, %d left by earlier runs above the marks)",
+            self.settings.target,
+            batch,
+            raised,
+            deleted,
+            left,
+        )
+
     def _close_lost_plan(self, client: Any) -> None:
         """``closeLostPlan``: close the plan whose staging is gone (see
         :func:`~enrich.spark.sink.two_phase.close_plan`), saying what it drops."""
@@ -278,8 +326,8 @@ class _RedisWriter:
             )
 
     def _abort(self, messages: list[Any], batch: str, marked: bool) -> None:
-        if self.settings.mode is SinkMode.IDEMPOTENT:
-            return
+        if self.settings.mode is SinkMode.IDEMPOTENT or self.settings.from_tasks:
+            return  # from the tasks: what they published stays, the spans mark it
         staged = [m.staging for m in messages if isinstance(m, StagedPart) and m.staging]
         client = redis_options.connect(self.settings.url)
         try:
@@ -411,7 +459,10 @@ class RedisSinkDataSource(DataSource):
         cluster = self._cluster()
         if self.settings.source is not None:
             self._check_layout()
-        return RedisStreamWriter(self.settings, schema, None, cluster, self._stage())
+        run = None
+        if self.settings.mode is SinkMode.TRANSACTIONAL:
+            run = by_source.start_run(self.settings)
+        return RedisStreamWriter(self.settings, schema, None, cluster, self._stage(), run)
 
     def _check_layout(self) -> None:
         """Keyed by the source record: the marks follow a change of the query's source

@@ -84,6 +84,9 @@ class SinkSettings:
     close_lost_plan: bool = False
     # sourceStreams: the streams the query reads (enrich.spark.sink.two_phase.layout), if known
     streams: tuple[str, ...] = ()
+    # publishFrom=tasks: keyed by the source record, each task publishes its own rows and
+    # the commit only settles the marks (enrich.spark.sink.two_phase.from_tasks)
+    from_tasks: bool = False
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> SinkSettings:
@@ -113,6 +116,7 @@ class SinkSettings:
         rows = redis_options.row_limit(options, "maxRowsPerCommit", 0 if atomic else STEP_ROWS)
         source = by_source.source_fields(options)
         asynchronous = by_source.check_mode(options, source, mode is SinkMode.TRANSACTIONAL)
+        from_tasks = by_source.publish_from(options, source)
         return cls(
             url=url,
             stream=stream,
@@ -129,6 +133,7 @@ class SinkSettings:
             async_progress=asynchronous,
             close_lost_plan=_flag(options, "closeLostPlan"),
             streams=layout.streams_of(options),
+            from_tasks=from_tasks,
         )
 
     @property
@@ -144,7 +149,8 @@ class SinkSettings:
         return (
             f"SinkSettings(url={redis_options.masked(self.url)!r}, target={self.target!r}, "
             f"value={self.value!r}, mode={self.mode.value!r}, dead_letter={self.dead_letter!r}, "
-            f"max_rows={self.max_rows!r}, atomic={self.atomic!r}, source={self.source!r})"
+            f"max_rows={self.max_rows!r}, atomic={self.atomic!r}, source={self.source!r}, "
+            f"from_tasks={self.from_tasks!r})"
         )
 
 

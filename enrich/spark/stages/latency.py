@@ -23,6 +23,9 @@ each source entry once whatever batch carries it. So the profile:
   asks of a sink it does not know: set here only together with the keyed sink, whose
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
+- has the sink's tasks publish their own rows (``publishFrom=tasks``,
+  :mod:`~enrich.spark.sink.two_phase.from_tasks`): the commit after the last task only
+  raises the marks instead of copying every staged row into the target;
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
   ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
   :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
@@ -51,7 +54,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..sink.by_source import ASYNC_OPTION, ID_OPTION, STREAM_OPTION
+from ..sink.by_source import ASYNC_OPTION, FROM_OPTION, ID_OPTION, STREAM_OPTION
 from ..sink.two_phase.layout import STREAMS_OPTION
 from .pipeline import stage_of
 
@@ -94,6 +97,7 @@ def low_latency(
     warm: bool = True,
     join_in_sink: bool = True,
     sink: str = "redis",
+    publish_from: str = "tasks",
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
     docstring): add the sink's options (``url``, ``stream`` or ``key``,
@@ -124,6 +128,11 @@ def low_latency(
             record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
             their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why).
+        publish_from: the redis sink's ``publishFrom``: ``"tasks"`` (each task
+            publishes its rows, the commit only raises the marks:
+            :mod:`~enrich.spark.sink.two_phase.from_tasks`; needs each task's rows in
+            the source's order, as ordered joins and maps keep it) or ``"driver"``
+            (tasks stage, the driver's commit publishes: any order).
 
     Raises:
         ProfileRefused: the query is not streaming, reads another source (or several),
@@ -139,6 +148,8 @@ def low_latency(
         return writer
     if sink == "delta":
         raise ProfileRefused(DELTA_REFUSED)
+    if publish_from not in ("tasks", "driver"):
+        raise ProfileRefused(f'publish_from must be "tasks" or "driver", got {publish_from!r}')
     if sink != "redis":
         raise ProfileRefused(
             f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
@@ -182,6 +193,7 @@ def low_latency(
         writer = writer.option(STREAMS_OPTION, ",".join(streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
+    writer = writer.option(FROM_OPTION, publish_from)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
     return writer.trigger(processingTime=TRIGGER)
 

@@ -147,6 +147,32 @@ class SourceIdMissing(EnrichError, ValueError):
         self.batch, self.column, self.operation = batch, column, operation
 
 
+class SourceOrderBroken(EnrichError, ValueError):
+    """A task publishing from the tasks (``publishFrom=tasks``) met rows it cannot
+    publish there: a stream's rows out of entry-id order, or interleaved with another
+    task's rows of the same stream. Nothing of the chunk was written.
+
+    Attributes:
+        batch: the batch.
+        partition: the task's partition.
+        stream: the source stream (``*``: the query's one stream).
+    """
+
+    retryable = False
+
+    def __init__(self, batch: str, partition: int, stream: str, what: str) -> None:
+        where = f"source stream {stream!r}" if stream != "*" else "the source stream"
+        super().__init__(
+            f"redis sink: cannot publish from the tasks: in partition {partition} of batch "
+            f"{batch}, {where}: {what}. Nothing of this chunk was written. Publishing from "
+            "the tasks needs each task's rows of a stream in entry-id order and each "
+            "stream's range in one task; publish from the driver instead, which accepts any "
+            'order: .option("publishFrom", "driver") (enrich.spark.low_latency(df, '
+            'publish_from="driver"))'
+        )
+        self.batch, self.partition, self.stream = batch, partition, stream
+
+
 @dataclass(frozen=True)
 class Published:
     """What a commit did.

@@ -36,57 +36,11 @@ join's rows share their entry id: they are all after the mark or all behind it.
 
 from __future__ import annotations
 
-# KEYS: marker, index, plan, sources (the marks), started (the plan's lasting trace),
-# staging lists of this commit.
-# ARGV: 1 batch id (or token), 2 marked ("1": check and set the marker), 3 staging
-# prefix, 4 this batch's own staging prefix, 5 page size, 6 step (most operations this
-# script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
-# id field ("": keyed by batch id), 9 the source stream field(s), comma-separated ("":
-# one source stream),
-# then the number of operations each staging list must hold, in KEYS order.
-# Returns {state, applied, n, found, published, cleaned, replayed, detail}:
-#   state 0: a step ran, applied operations (replayed: skipped as published already);
-#            n = 1 when it was the last, 2 when it finished an earlier commit's plan and
-#            the given lists are still to publish; found = 1 when it followed an
-#            earlier commit's plan; published = the plan's applied total so far;
-#   state 1: the batch id is at or below the marker: skipped;
-#   state -1: staging list n of the plan holds `found` operations, not its count:
-#            nothing of this step applied (published: what earlier steps applied);
-#   state -2: the plan is batch `published` (a string): another batch's;
-#   state -3: keyed by source: operation `detail` has no source id; the steps before it
-#            stand, the cursor is on it;
-#   state -4: a plan was started (its trace says batch `detail`, `published` operations
-#            applied) but the plan is gone: it expired with its staging lists.
-# `cleaned`: leftover staging lists the last step (or a skip) deleted.
-STEP_SCRIPT = """
-local batch, marked = ARGV[1], ARGV[2] == '1'
-local idf, sf = ARGV[8], ARGV[9]
-local keyed = idf ~= ''
-local plan, sources, started = KEYS[3], KEYS[4], KEYS[5]
-local FIRST = 6
-local ttl = tonumber(ARGV[7])
-local b = tonumber(batch)
-local function clean(keep)
-  local cleaned = 0
-  local prefix_len = string.len(ARGV[3])
-  local own_len = string.len(ARGV[4])
-  for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-    if not keep[member] then
-      local gone = keyed or string.sub(member, 1, own_len) == ARGV[4]
-      if not gone and marked and b then
-        local mb = tonumber(string.match(string.sub(member, prefix_len + 1), '^(%d+):'))
-        gone = mb ~= nil and mb <= b
-      end
-      if gone then
-        redis.call('UNLINK', member)
-        redis.call('SREM', KEYS[2], member)
-        cleaned = cleaned + 1
-      end
-    end
-  end
-  return cleaned
-end
-local function parts(id)
+# The Lua both publishing scripts share (this one and the tasks' publish,
+# :mod:`.from_tasks`): entry ids split and compared as decimal text, a staged operation
+# decoded and applied, and its source stream and id read from its fields. They read the
+# locals ``idf`` (the source id field) and ``sf`` (the source stream fields).
+SOURCE_HELPERS = """local function parts(id)
   if type(id) ~= 'string' then return nil, nil end
   local ms, seq = string.match(id, '^(%d+)%-(%d+)$')
   if ms == nil and string.match(id, '^%d+$') then return id, '0' end -- an offset: n-0
@@ -159,7 +113,62 @@ local function source_of(op)
   end
   return s, id
 end
-if marked and not keyed then
+"""
+
+# KEYS: marker, index, plan, sources (the marks), started (the plan's lasting trace),
+# staging lists of this commit.
+# ARGV: 1 batch id (or token), 2 marked ("1": check and set the marker), 3 staging
+# prefix, 4 this batch's own staging prefix, 5 page size, 6 step (most operations this
+# script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
+# id field ("": keyed by batch id), 9 the source stream field(s), comma-separated ("":
+# one source stream),
+# then the number of operations each staging list must hold, in KEYS order.
+# Returns {state, applied, n, found, published, cleaned, replayed, detail}:
+#   state 0: a step ran, applied operations (replayed: skipped as published already);
+#            n = 1 when it was the last, 2 when it finished an earlier commit's plan and
+#            the given lists are still to publish; found = 1 when it followed an
+#            earlier commit's plan; published = the plan's applied total so far;
+#   state 1: the batch id is at or below the marker: skipped;
+#   state -1: staging list n of the plan holds `found` operations, not its count:
+#            nothing of this step applied (published: what earlier steps applied);
+#   state -2: the plan is batch `published` (a string): another batch's;
+#   state -3: keyed by source: operation `detail` has no source id; the steps before it
+#            stand, the cursor is on it;
+#   state -4: a plan was started (its trace says batch `detail`, `published` operations
+#            applied) but the plan is gone: it expired with its staging lists.
+# `cleaned`: leftover staging lists the last step (or a skip) deleted.
+STEP_SCRIPT = (
+    """
+local batch, marked = ARGV[1], ARGV[2] == '1'
+local idf, sf = ARGV[8], ARGV[9]
+local keyed = idf ~= ''
+local plan, sources, started = KEYS[3], KEYS[4], KEYS[5]
+local FIRST = 6
+local ttl = tonumber(ARGV[7])
+local b = tonumber(batch)
+local function clean(keep)
+  local cleaned = 0
+  local prefix_len = string.len(ARGV[3])
+  local own_len = string.len(ARGV[4])
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    if not keep[member] then
+      local gone = keyed or string.sub(member, 1, own_len) == ARGV[4]
+      if not gone and marked and b then
+        local mb = tonumber(string.match(string.sub(member, prefix_len + 1), '^(%d+):'))
+        gone = mb ~= nil and mb <= b
+      end
+      if gone then
+        redis.call('UNLINK', member)
+        redis.call('SREM', KEYS[2], member)
+        cleaned = cleaned + 1
+      end
+    end
+  end
+  return cleaned
+end
+"""
+    + SOURCE_HELPERS
+    + """if marked and not keyed then
   local last = tonumber(redis.call('GET', KEYS[1]) or '-1')
   if b <= last then
     local cleaned = clean({})
@@ -307,6 +316,7 @@ if foreign == 1 then
 end
 return {0, applied, 1, resumed, published, clean({}), replayed, ''}
 """
+)
 
 # KEYS: index, plan, staging lists named in the messages. ARGV: this batch's staging
 # prefix, batch id (or token), "1" to discard a started plan of this batch too (batch
