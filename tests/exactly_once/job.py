@@ -120,7 +120,8 @@ def run_low_latency(enriched: Any, source_url: str, sink_url: str, checkpoint: s
     newest = source.xrevrange("orders", count=1)
     last = parse_id(newest[0][0].decode()) if newest else (0, 0)
     identity = SinkSettings.of({**options, "sourceIdColumn": "stream_id"}).identity
-    query = low_latency(enriched).options(**options).start()
+    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM", "tasks")
+    query = low_latency(enriched, publish_from=publish_from).options(**options).start()
     told: set[int] = set()
     while not query.awaitTermination(0.2):
         tell(query, told)
@@ -150,7 +151,8 @@ def run_kafka_low_latency(enriched: Any, bootstrap: str, sink_url: str, checkpoi
         {**options, "sourceIdColumn": "offset", "sourceStreamColumn": "topic,partition"}
     ).identity
     target = redis.Redis.from_url(sink_url)
-    query = low_latency(enriched).options(**options).start()
+    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM", "tasks")
+    query = low_latency(enriched, publish_from=publish_from).options(**options).start()
     told: set[int] = set()
     while not query.awaitTermination(0.2):
         for progress in query.recentProgress:

@@ -70,6 +70,11 @@ POINTS = ("before_write", "mid_write", "before_commit", "between_steps", "after_
 # spark-submit process group).
 LOW_LATENCY_POINTS = ("before_write", "before_commit", "between_steps", "after_commit",
                       "progress", "progress")  # fmt: skip
+# Published from the tasks (the profile's default) a commit has no steps: the kills land
+# in a task's publish instead, the worker alone ("mid_write": Spark retries the task) or
+# the whole job ("mid_publish"), after the task's first chunk.
+FROM_TASKS_POINTS = ("before_write", "mid_write", "mid_publish", "before_commit",
+                     "after_commit", "progress", "progress")  # fmt: skip
 BATCH_LIMITS = (13, 29, 40, 57)  # maxEntriesPerTrigger drawn per run of "low-latency"
 STREAM_SINKS = ("transactional", "low-latency", "kafka-low-latency")
 LOW_LATENCY = ("low-latency", "kafka-low-latency")  # keyed by source, batches re-cut
@@ -252,6 +257,7 @@ class Harness:
         log: Any = None,
         interval_ms: int | None = None,
         machine_crash: bool | float = False,
+        publish_from: str = "tasks",
     ) -> None:
         if sink_restart not in (None, *SINK_RESTART_AT):
             raise ValueError(
@@ -263,6 +269,7 @@ class Harness:
         self.rng = random.Random(seed)
         self.orders = orders
         self.interval_ms = interval_ms  # low-latency: asyncProgressTrackingCheckpointIntervalMs
+        self.publish_from = publish_from  # low-latency: the redis sink's publishFrom
         # True: every kill is a machine crash; a number: the share of kills that are
         self.machine_crash = float(machine_crash)
         self._point = ""  # the kill point of the run under way, for the report
@@ -326,7 +333,7 @@ class Harness:
         # Spark's file sink has no hook: it is killed at random moments only.
         points = POINTS if self.sink != "file" else ("random",)
         if self.sink in LOW_LATENCY:
-            points = LOW_LATENCY_POINTS
+            points = LOW_LATENCY_POINTS if self.publish_from == "driver" else FROM_TASKS_POINTS
         plan = [self.rng.choice(points) for _ in range(self.kills)]
         for point in plan:
             report.runs += 1
@@ -367,6 +374,8 @@ class Harness:
         else:
             batch = last_batch(self.checkpoint) + 1 + self.rng.randint(0, 1)
         hook = None if point in ("random", "progress") else f"{point}:{batch}"
+        if point == "mid_publish":
+            hook = f"mid_write:{batch}"
         delay = self.rng.uniform(3.0, 30.0) if point == "random" else None
         if point == "progress":
             done = client.xlen("enriched")
@@ -405,6 +414,7 @@ class Harness:
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             ENRICH_SINK_TEST_HOOK=hook or "",
             ENRICH_TEST_ASYNC_INTERVAL_MS=str(self.interval_ms or ""),
+            ENRICH_TEST_PUBLISH_FROM=self.publish_from,
             ENRICH_SINK_TEST_HOOK_DIR=str(self.hooks),
         )
         if hook is not None:  # a mark an earlier run left would stop this one at once
@@ -532,6 +542,9 @@ class Harness:
         left = [k for k in left if client.type(k) != b"set" or client.scard(k)]
         if left:
             report.violations.append(f"staging left: {left[:3]}")
+        spans = sum(client.hlen(k) for k in client.keys("enrich:sink:*:pending"))
+        if spans:  # published from the tasks: the last commit settles every span
+            report.violations.append(f"{spans} spans of published rows left unsettled")
 
     def _sink_rows(self, client: redis.Redis) -> list[dict[str, Any]]:
         if self.sink in STREAM_SINKS:
@@ -634,6 +647,12 @@ def main() -> None:
         "longer leaves more published entries for a restart to re-plan",
     )
     parser.add_argument(
+        "--publish-from",
+        choices=["tasks", "driver"],
+        default="tasks",
+        help="low-latency: the redis sink's publishFrom (low_latency's default: tasks)",
+    )
+    parser.add_argument(
         "--machine-crash",
         type=float,
         default=0.0,
@@ -652,7 +671,8 @@ def main() -> None:
                 harness = Harness(Path(folder), sink, seed, kills=args.kills, orders=args.orders,
                                   restart_dimension=run % 2 == 1, sink_restart=restart,
                                   interval_ms=args.interval_ms,
-                                  machine_crash=args.machine_crash)  # fmt: skip
+                                  machine_crash=args.machine_crash,
+                                  publish_from=args.publish_from)  # fmt: skip
                 report = harness.run()
             print(f"{sink} seed {seed}: {report.summary()}", flush=True)
             total.add(report)

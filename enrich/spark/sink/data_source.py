@@ -29,6 +29,11 @@ Options:
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
         grows with the batch (3.5-8 us a row).
+    sourceIdColumn, sourceStreamColumn, sourceStreams: exactly once keyed by the source
+        record (:mod:`~enrich.spark.sink.by_source`).
+    publishFrom: with ``sourceIdColumn``, ``driver`` (default) or ``tasks``: each task
+        publishes its own rows and the commit only raises the marks
+        (:mod:`~enrich.spark.sink.two_phase.from_tasks`).
 
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
 and the same source offsets):
