@@ -169,7 +169,7 @@ LABELS = {
     "hand": "hand-written: 2 processes, XREADGROUP/MGET/XADD (at-least-once)",
     "low-pipelined": "low_latency(), spark.python.udf.pipelined.enabled=true",
     "low-1part": "low_latency(), partitionsPerStream=1",
-    "low-driver": "low_latency(publish_from=\"driver\"): the tasks stage, the driver publishes",
+    "low-driver": 'low_latency(publish_from="driver"): the tasks stage, the driver publishes',
 }
 PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,backlog,stages,commit").split(",")
 BACKLOG = int(os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG", 300_000))
