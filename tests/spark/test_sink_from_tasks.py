@@ -116,10 +116,10 @@ def test_a_span_a_crashed_run_left_above_the_marks_stays_until_a_batch_passes_it
 def test_a_retried_attempt_skips_what_the_first_published_and_splits_no_entry(
     redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """Chunks of 10 operations over entries of 3 rows each (a 1:N join): the first
-    attempt dies after two chunks; the retry publishes the rest, each row once."""
-    monkeypatch.setattr(data_source, "STAGE_CHUNK", 10)
-    writer = start(redis_server, tmp_path, stream="out")
+    """Steps of 10 operations over entries of 3 rows each (a 1:N join): the first
+    attempt dies after two steps; the retry publishes the rest, each row once."""
+    monkeypatch.setattr(data_source, "STAGE_CHUNK", 7)  # gathered across Arrow batches
+    writer = start(redis_server, tmp_path, stream="out", maxRowsPerCommit="10")
     ids = [i for i in range(20) for _ in range(3)]
     part = pa.RecordBatch.from_pydict(
         {"stream_id": [entry_id(i) for i in ids], "stream_key": ["o"] * 60,
@@ -145,8 +145,23 @@ def test_a_retried_attempt_skips_what_the_first_published_and_splits_no_entry(
     monkeypatch.setattr(hooks, "pause_if_asked", lambda point, batch: None)
     message = task(writer, monkeypatch, 0, 0, part, attempt=1)
     assert message.rows == 60 - 18
-    commit(redis_server, tmp_path, 0, [message], stream="out")
+    commit(redis_server, tmp_path, 0, [message], stream="out", maxRowsPerCommit="10")
     assert published(redis_client, writer.settings) == list(range(60))  # in order, once
+
+
+def test_an_entry_with_more_rows_than_a_step_goes_out_whole(
+    redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
+) -> None:
+    writer = start(redis_server, tmp_path, stream="out", maxRowsPerCommit="10")
+    ids = [1] * 2 + [2] * 25 + [3] * 4
+    part = pa.RecordBatch.from_pydict(
+        {"stream_id": [entry_id(i) for i in ids], "stream_key": ["o"] * len(ids),
+         "order_id": list(range(len(ids))), "enrich_error": [None] * len(ids)},
+        schema=ARROW,
+    )  # fmt: skip
+    batch_of(writer, monkeypatch, 0, [part])
+    batch_of(writer, monkeypatch, 1, [part])  # a replay: all published already
+    assert published(redis_client, writer.settings) == list(range(len(ids)))
 
 
 def test_rows_out_of_order_fail_their_task_before_anything_is_written(
@@ -233,6 +248,7 @@ def test_the_driver_refuses_spans_a_run_from_the_tasks_left(
     [
         ({"publishFrom": "executors"}, 'must be "driver" or "tasks", got \'executors\''),
         ({"publishFrom": "tasks", "sourceIdColumn": ""}, "needs option sourceIdColumn"),
+        ({"publishFrom": "tasks", "atomicCommit": "true"}, "exclude each other"),
     ],
 )
 def test_the_option_refuses_what_it_cannot_keep(

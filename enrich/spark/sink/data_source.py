@@ -223,6 +223,7 @@ class _RedisWriter:
             self.settings.source,
             (self.run, batch, partition, attempt),
             _staged_chunks(encoder, items),
+            step=self.settings.max_rows or STAGE_CHUNK,
             after_chunk=lambda _: hooks.pause_if_asked("mid_write", batch),
         )
         return StagedPart(None, done.rows, done.spans)

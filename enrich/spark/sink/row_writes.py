@@ -117,6 +117,12 @@ class SinkSettings:
         source = by_source.source_fields(options)
         asynchronous = by_source.check_mode(options, source, mode is SinkMode.TRANSACTIONAL)
         from_tasks = by_source.publish_from(options, source)
+        if from_tasks and atomic:
+            raise ValueError(
+                'options publishFrom="tasks" and atomicCommit=true exclude each other: '
+                "publishing from the tasks, each task's rows appear as it writes them, "
+                "so a batch cannot be seen whole or not at all"
+            )
         return cls(
             url=url,
             stream=stream,
