@@ -41,6 +41,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "sourceIdColumn",
         "sourceStreamColumn",
         "sourceStreams",
+        "publishFrom",
         "closeLostPlan",
         "asyncProgressTrackingEnabled",  # Spark's query option, read by the sink too
     ),
