@@ -6,8 +6,8 @@ row after its stream's mark. That commit is serial and off the tasks: every micr
 waits, after its last task, for a driver-side Python process to copy each staged row
 into the target (measured: 30-400 ms of a micro-batch of ~3,000-10,000 rows, each row
 written into Redis twice). Here each task publishes its own rows, in atomic chunks
-(:data:`PUBLISH_SCRIPT`, one script a chunk of up to ~5,000 rows), and the driver's commit
-(:data:`SETTLE_SCRIPT`) only raises the marks.
+(:data:`PUBLISH_SCRIPT`, one script a step of at most ``maxRowsPerCommit`` rows, 1,000 by
+default), and the driver's commit (:data:`SETTLE_SCRIPT`) only raises the marks.
 
 What keeps each source entry published once, whatever task or batch carries it:
 
@@ -22,8 +22,9 @@ What keeps each source entry published once, whatever task or batch carries it:
   progress tracking plans the batches again from the last offsets it logged), skips
   what any attempt already published: the spans say so.
 - **The commit** of batch ``b`` (every task of it succeeded) raises each stream's mark to
-  the highest id its tasks published and deletes the spans at or below the marks; spans
-  a crashed run left above them stay until a later batch passes them.
+  the highest id of the spans its tasks name in their commit messages, and deletes the
+  spans at or below the marks; spans a crashed run left above them stay until a later
+  batch passes them (its first batch may be cut shorter than the dead one's).
 - **What it needs of the rows**, checked by the script before it writes anything: each
   task's rows of a stream in entry-id order (an ordered stage: ``lookup_join`` and
   ``async_map`` keep their input's order by default), and no two tasks of one batch
@@ -51,7 +52,7 @@ from typing import Any
 from .errors import SourceIdMissing, SourceOrderBroken
 from .publish import SourceFields, _operation, _text
 from .script import SOURCE_HELPERS
-from .state_keys import PREFIX, sources_key
+from .state_keys import pending_key, sources_key
 
 # A field of the pending hash: stream, run, batch, partition (the stream first: it may
 # hold anything but the separator; the run, batch and partition never hold it).
@@ -60,11 +61,6 @@ SEPARATOR = "\x1f"
 # with its size (2.4 us a row at 1,500 rows, 8.3 at 5,000: Lua's garbage of the decoded
 # rows), and readers and the other tasks wait for each script.
 STEP = 1_000
-
-
-def pending_key(identity: str) -> str:
-    """The hash of the spans tasks published and no commit has settled yet."""
-    return f"{PREFIX}:{identity}:pending"
 
 
 # KEYS: 1 sources (the marks), 2 pending (the spans).

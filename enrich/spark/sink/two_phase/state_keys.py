@@ -11,6 +11,9 @@ Key layout of a writer (``identity`` from :class:`~enrich.spark.sink.row_writes.
     enrich:sink:<identity>:publishing:<token>           the same, for one batch write
     enrich:sink:<identity>:started                      a streaming plan's lasting trace:
                                                         its batch and what it published
+    enrich:sink:<identity>:pending                      publishing from the tasks: the
+                                                        spans of entry ids tasks published
+                                                        that no commit settled yet
 
 Readers of the target never see staging lists: they hold encoded operations under this
 private prefix, not entries or keys of the target.
@@ -29,6 +32,12 @@ def marker_key(identity: str) -> str:
 def sources_key(identity: str) -> str:
     """The hash of the last source entry id published per source stream."""
     return f"{PREFIX}:{identity}:sources"
+
+
+def pending_key(identity: str) -> str:
+    """Publishing from the tasks (:mod:`.from_tasks`): the hash of the spans tasks
+    published and no commit has settled yet."""
+    return f"{PREFIX}:{identity}:pending"
 
 
 def index_key(identity: str) -> str:
