@@ -288,7 +288,7 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
             continue
         column = rows.field(i)
         bits, minus_zero = _SIGN_BITS[f.type]
-        unsure = pc.or_(pc.is_inf(column), pc.equal(column.view(bits), minus_zero))
+        unsure = pc.or_(pc.is_inf(column), pc.equal(column.view(bits), pa.scalar(minus_zero, bits)))
         # or_kleene: a null (no value in this field) must not hide another field's true
         found = unsure if found is None else pc.or_kleene(found, unsure)
     if found is None or not pc.any(found).as_py():
@@ -298,9 +298,12 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
 
 
 # A float type -> the integer type of its width and the bits of -0.0 read as that integer.
+# Plain ints, made Arrow scalars at the call: pyarrow's first ``pa.scalar`` imports pandas
+# (0.25-0.45 s), which the processes that import this module only to plan (Spark's
+# driver-side data source planners, through ``enrich.spi``) never need.
 _SIGN_BITS = {
-    pa.float64(): (pa.int64(), pa.scalar(-(2**63), pa.int64())),
-    pa.float32(): (pa.int32(), pa.scalar(-(2**31), pa.int32())),
+    pa.float64(): (pa.int64(), -(2**63)),
+    pa.float32(): (pa.int32(), -(2**31)),
 }
 
 
