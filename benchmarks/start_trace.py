@@ -51,7 +51,6 @@ def child_main(url: str, kind: str) -> None:
         spark__ui__enabled="false", spark__ui__showConsoleProgress="false",
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="2g",
-        prestart=os.environ.get("ENRICH_START_TRACE_PRESTART", "1") == "1",
         warm_workers=os.environ.get("ENRICH_START_TRACE_WARM", "1") == "1",
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")

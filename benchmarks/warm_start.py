@@ -2,10 +2,8 @@
 ``enrich.spark.session`` against the stock ``pyspark.daemon``, side by side in one run.
 
 Each measure is a fresh driver process (the daemon module is read when the SparkContext
-starts), the variants taking turns (in order, then reversed...): ``prestart``, the
-session helper's defaults (the warm daemon, and the session's Python daemons started in
-the background: ``enrich.spark.prestart``); ``warm``, the warm daemon alone
-(``prestart=False``); ``stock``, ``pyspark.daemon`` and no prestart:
+starts), the variants taking turns (in order, then reversed...): ``warm``, the session
+helper's default (its warm daemon); ``stock``, ``pyspark.daemon``:
 
 * ``defaults``: ``redis-stream -> lookup_join -> redis`` on the defaults, 2,000 entries
   waiting in the source: seconds from ``start()`` to the first output entry (the
@@ -18,7 +16,7 @@ the background: ``enrich.spark.prestart``); ``warm``, the warm daemon alone
 
 ``ENRICH_BENCH_WARM_ROUNDS`` (default 1) sets the rounds, ``ENRICH_BENCH_WARM_KINDS``
 the measures (``defaults,low,worker``), ``ENRICH_BENCH_WARM_VARIANTS`` the variants
-(``prestart,warm,stock``). Run: ``python -m benchmarks.warm_start``.
+(``warm,stock``). Run: ``python -m benchmarks.warm_start``.
 """
 
 from __future__ import annotations
@@ -40,12 +38,8 @@ from ._report import table, write
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = int(os.environ.get("ENRICH_BENCH_WARM_ROUNDS", 1))
 KINDS = os.environ.get("ENRICH_BENCH_WARM_KINDS", "defaults,low,worker").split(",")
-VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "prestart,warm,stock").split(","))
-LABELS = {
-    "prestart": "enrich.spark.session + prestart (the defaults)",
-    "warm": "enrich.spark.session, prestart=False",
-    "stock": "pyspark.daemon, prestart=False",
-}
+VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "warm,stock").split(","))
+LABELS = {"warm": "enrich.spark.session", "stock": "pyspark.daemon"}
 ENTRIES = 2_000
 LIMIT = 180.0  # seconds a child may wait for its first output entry
 
@@ -61,8 +55,7 @@ def child_main(url: str, kind: str, variant: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     began = time.perf_counter()
     spark = session(
-        "enrich-warm-bench", "local[2]", warm_workers=variant != "stock",
-        **({} if variant == "prestart" else {"prestart": False}),
+        "enrich-warm-bench", "local[2]", warm_workers=variant == "warm",
         spark__ui__enabled="false", spark__ui__showConsoleProgress="false",
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="1g",

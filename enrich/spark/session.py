@@ -74,7 +74,6 @@ def session(
     master: str | None = None,
     *,
     warm_workers: bool | None = None,
-    prestart: bool | None = None,
     **conf: str,
 ) -> SparkSession:
     """A SparkSession with what spark-enrich needs, after checking for Java.
@@ -91,13 +90,6 @@ def session(
     opt-in there (True). A ``spark.python.daemon.module`` given in ``conf`` (or to
     spark-submit) wins. Read when the SparkContext starts: a running one keeps its daemon.
 
-    ``prestart``: when this call starts the SparkContext, start its Python daemons (the
-    driver's data source planners and the executors' daemon) in a background thread
-    while the caller builds its query (:mod:`enrich.spark.prestart`): a cold streaming
-    query's first row then waits for fewer of them. None (the default) follows
-    ``warm_workers``'s rule: on for a local master. A session that was already running
-    is left alone.
-
     Raises:
         RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
     """
@@ -112,22 +104,13 @@ def session(
     if master is not None:
         builder = builder.master(master)
     settings = {key.replace("__", "."): value for key, value in conf.items()}
-    local = is_local(master or settings.get("spark.master") or _submitted_master())
     if warm_workers is None:
-        warm_workers = local
+        warm_workers = is_local(master or settings.get("spark.master") or _submitted_master())
     if warm_workers and DAEMON_CONF not in settings and not _submitted(DAEMON_CONF):
         settings[DAEMON_CONF] = WARM_DAEMON
     for key, value in settings.items():
         builder = builder.config(key, value)
-    from pyspark import SparkContext
-
-    running = SparkContext._active_spark_context is not None
-    spark = builder.getOrCreate()
-    if (local if prestart is None else prestart) and not running:
-        from .prestart import prestart as start_daemons
-
-        start_daemons(spark)
-    return spark
+    return builder.getOrCreate()
 
 
 def is_local(master: str | None) -> bool:
