@@ -30,14 +30,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from ...engine.records.record_schema import Schema
 from .columnar_answer import ColumnarAnswer
+
+if TYPE_CHECKING:
+    import pyarrow.json as pj
+
+# pyarrow.compute and pyarrow.json are imported where they are used: this module comes
+# in through enrich.spi with every connector, also in the processes that only plan a
+# query (Spark's driver-side data source planners, one after another before a cold
+# query's first row), which never decode (40-65 ms a process, 2026-11-28).
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
 # tests/redis/test_arrow.py and tests/http/test_arrow.py): any mismatch is a refusal
@@ -168,6 +174,9 @@ def decode_documents(
 def read_lines(blob: bytes, lines: int, struct_type: pa.StructType) -> pa.StructArray | None:
     """``lines`` JSON objects, one per line of ``blob``, decoded by Arrow; None when
     that might not be exactly the per-value decoder's result."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
     if lines == 0:
         empty: pa.StructArray = pa.array([], type=struct_type)
         return empty
@@ -214,6 +223,8 @@ def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
     cast (rounding twice, as the per-value decoder's double does on its way into Arrow):
     read straight into float32, a number halfway between two float32s as a double would
     round differently."""
+    import pyarrow.json as pj
+
     options = _OPTIONS.get(struct_type)
     if options is None:
         read = [f.with_type(pa.float64()) if f.type == pa.float32() else f for f in struct_type]
@@ -265,6 +276,8 @@ def _finish(
 def _null_in_not_null(rows: pa.StructArray, schema: Schema) -> list[int]:
     """The rows whose value of a ``NOT NULL`` field is null (a bulk decoder reads a
     missing field as null; the per-value decoder refuses it)."""
+    import pyarrow.compute as pc
+
     names = [f.name for f in schema.fields if not f.nullable]
     if not names or len(rows) == 0:
         return []
@@ -282,6 +295,8 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
     read otherwise: Arrow's JSON reader reads a number beyond a double's range as
     infinity (the per-value parser refuses it) and ``-0`` as -0.0 (the per-value parser
     reads the integer 0, so 0.0); ``-0.0`` and numbers in range read the same."""
+    import pyarrow.compute as pc
+
     found: pa.Array | None = None
     for i, f in enumerate(rows.type):
         if f.type not in _SIGN_BITS:
