@@ -2,7 +2,8 @@
 ``enrich.spark.session`` against the stock ``pyspark.daemon``, side by side in one run.
 
 Each measure is a fresh driver process (the daemon module is read when the SparkContext
-starts), the two daemons taking turns (warm, cold, then cold, warm...):
+starts), the variants taking turns (in order, then reversed...): ``warm``, the session
+helper's default (its warm daemon); ``stock``, ``pyspark.daemon``:
 
 * ``defaults``: ``redis-stream -> lookup_join -> redis`` on the defaults, 2,000 entries
   waiting in the source: seconds from ``start()`` to the first output entry (the
@@ -14,7 +15,8 @@ starts), the two daemons taking turns (warm, cold, then cold, warm...):
   its fork to its first batch (``/proc/self/stat``'s start time) and the import's own.
 
 ``ENRICH_BENCH_WARM_ROUNDS`` (default 1) sets the rounds, ``ENRICH_BENCH_WARM_KINDS``
-the measures (``defaults,low,worker``). Run: ``python -m benchmarks.warm_start``.
+the measures (``defaults,low,worker``), ``ENRICH_BENCH_WARM_VARIANTS`` the variants
+(``warm,stock``). Run: ``python -m benchmarks.warm_start``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from ._report import table, write
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = int(os.environ.get("ENRICH_BENCH_WARM_ROUNDS", 1))
 KINDS = os.environ.get("ENRICH_BENCH_WARM_KINDS", "defaults,low,worker").split(",")
+VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "warm,stock").split(","))
+LABELS = {"warm": "enrich.spark.session", "stock": "pyspark.daemon"}
 ENTRIES = 2_000
 LIMIT = 180.0  # seconds a child may wait for its first output entry
 
@@ -44,14 +48,14 @@ def _uptime() -> str:
     return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def child_main(url: str, kind: str, warm: bool) -> None:
+def child_main(url: str, kind: str, variant: str) -> None:
     """One measure in this (fresh) process; prints one JSON line."""
     from enrich.spark import session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     began = time.perf_counter()
     spark = session(
-        "enrich-warm-bench", "local[2]", warm_workers=warm,
+        "enrich-warm-bench", "local[2]", warm_workers=variant == "warm",
         spark__ui__enabled="false", spark__ui__showConsoleProgress="false",
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="1g",
@@ -127,18 +131,18 @@ def _first_job(spark: Any) -> dict[str, Any]:
     }
 
 
-def run_child(url: str, kind: str, warm: bool) -> dict[str, Any]:
+def run_child(url: str, kind: str, variant: str) -> dict[str, Any]:
     if kind != "worker":
         reset(url)
         fill(url, ENTRIES)
     env = dict(os.environ)
     paths = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    args = [sys.executable, "-m", "benchmarks.warm_start", "--child", url, kind, str(int(warm))]
+    args = [sys.executable, "-m", "benchmarks.warm_start", "--child", url, kind, variant]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=LIMIT + 240)  # fmt: skip
     if done.returncode != 0:
-        raise RuntimeError(f"{kind} warm={warm} failed: {done.stderr[-2000:]}")
+        raise RuntimeError(f"{kind} {variant} failed: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -148,21 +152,25 @@ def main() -> None:
     from .lookup import load_users
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    runs: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with local_redis() as url:
         load_users(url)
         for n in range(ROUNDS):
             for kind in KINDS:
-                for warm in (True, False) if n % 2 == 0 else (False, True):
-                    result = run_child(url, kind, warm)
-                    print(f"  {kind} warm={warm}: {result} ({_uptime()})", flush=True)
-                    runs.setdefault((kind, warm), []).append(result)
+                turn = VARIANTS if n % 2 == 0 else VARIANTS[::-1]
+                for variant in turn:
+                    result = run_child(url, kind, variant)
+                    print(f"  {kind} {variant}: {result} ({_uptime()})", flush=True)
+                    runs.setdefault((kind, variant), []).append(result)
     rows = []
-    for (kind, warm), results in sorted(runs.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    for (kind, variant), results in sorted(
+        runs.items(), key=lambda kv: (kv[0][0], order[kv[0][1]])
+    ):
         keys = [k for k in results[0] if k not in ("load", "warm_seen")]
         cells = ", ".join(f"{k} {statistics.median(r[k] for r in results):.2f}" for k in keys)
         loads = "-".join(f"{r['load']:.1f}" for r in results)
-        rows.append([kind, "enrich.spark.session" if warm else "pyspark.daemon", cells, loads])
+        rows.append([kind, LABELS[variant], cells, loads])
     heading = f"{when}, {ROUNDS} round(s), medians; {_uptime()} at the end"
     text = table(["measure", "daemon", "figures", "load at start"], rows)
     write("warm_start", "A worker that starts warm", [(heading, text)])
@@ -170,6 +178,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child_main(sys.argv[2], sys.argv[3], sys.argv[4] == "1")
+        child_main(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         main()

@@ -30,14 +30,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from ...engine.records.record_schema import Schema
 from .columnar_answer import ColumnarAnswer
+
+if TYPE_CHECKING:
+    import pyarrow.json as pj
+
+# pyarrow.compute and pyarrow.json are imported where they are used: this module comes
+# in through enrich.spi with every connector, also in the processes that only plan a
+# query (Spark's driver-side data source planners, one after another before a cold
+# query's first row), which never decode (40-65 ms a process, 2026-11-28).
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
 # tests/redis/test_arrow.py and tests/http/test_arrow.py): any mismatch is a refusal
@@ -168,6 +174,9 @@ def decode_documents(
 def read_lines(blob: bytes, lines: int, struct_type: pa.StructType) -> pa.StructArray | None:
     """``lines`` JSON objects, one per line of ``blob``, decoded by Arrow; None when
     that might not be exactly the per-value decoder's result."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
     if lines == 0:
         empty: pa.StructArray = pa.array([], type=struct_type)
         return empty
@@ -214,6 +223,8 @@ def _parse_options(struct_type: pa.StructType) -> pj.ParseOptions:
     cast (rounding twice, as the per-value decoder's double does on its way into Arrow):
     read straight into float32, a number halfway between two float32s as a double would
     round differently."""
+    import pyarrow.json as pj
+
     options = _OPTIONS.get(struct_type)
     if options is None:
         read = [f.with_type(pa.float64()) if f.type == pa.float32() else f for f in struct_type]
@@ -265,6 +276,8 @@ def _finish(
 def _null_in_not_null(rows: pa.StructArray, schema: Schema) -> list[int]:
     """The rows whose value of a ``NOT NULL`` field is null (a bulk decoder reads a
     missing field as null; the per-value decoder refuses it)."""
+    import pyarrow.compute as pc
+
     names = [f.name for f in schema.fields if not f.nullable]
     if not names or len(rows) == 0:
         return []
@@ -282,13 +295,15 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
     read otherwise: Arrow's JSON reader reads a number beyond a double's range as
     infinity (the per-value parser refuses it) and ``-0`` as -0.0 (the per-value parser
     reads the integer 0, so 0.0); ``-0.0`` and numbers in range read the same."""
+    import pyarrow.compute as pc
+
     found: pa.Array | None = None
     for i, f in enumerate(rows.type):
         if f.type not in _SIGN_BITS:
             continue
         column = rows.field(i)
         bits, minus_zero = _SIGN_BITS[f.type]
-        unsure = pc.or_(pc.is_inf(column), pc.equal(column.view(bits), minus_zero))
+        unsure = pc.or_(pc.is_inf(column), pc.equal(column.view(bits), pa.scalar(minus_zero, bits)))
         # or_kleene: a null (no value in this field) must not hide another field's true
         found = unsure if found is None else pc.or_kleene(found, unsure)
     if found is None or not pc.any(found).as_py():
@@ -298,9 +313,12 @@ def _unsure_floats(rows: pa.StructArray) -> list[int]:
 
 
 # A float type -> the integer type of its width and the bits of -0.0 read as that integer.
+# Plain ints, made Arrow scalars at the call: pyarrow's first ``pa.scalar`` imports pandas
+# (0.25-0.45 s), which the processes that import this module only to plan (Spark's
+# driver-side data source planners, through ``enrich.spi``) never need.
 _SIGN_BITS = {
-    pa.float64(): (pa.int64(), pa.scalar(-(2**63), pa.int64())),
-    pa.float32(): (pa.int32(), pa.scalar(-(2**31), pa.int32())),
+    pa.float64(): (pa.int64(), -(2**63)),
+    pa.float32(): (pa.int32(), -(2**31)),
 }
 
 
