@@ -42,7 +42,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import (
     ByteType,
     IntegerType,
@@ -221,6 +220,8 @@ def checked(items: Iterator[Any], source: SourceFields, schema: StructType) -> I
     an entry id (``<ms>-<seq>``, or a whole number at or above 0) and, when named, its
     stream's columns not null. A row without fails the task before it stages anything of
     that batch, naming the column and row."""
+    import pyarrow.compute as pc  # here: the sink's planner processes need none of it
+
     names = [f.name for f in schema.fields]
     where = names.index(source.id)
     streams = [names.index(c) for c in stream_columns(source)]

@@ -85,7 +85,7 @@ from pyspark.sql.types import StructType
 
 from .. import redis_options
 from ..stages.pipeline import ArrowFunction
-from . import by_source, columns, hooks, two_phase
+from . import by_source, hooks, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
 from .two_phase import layout
@@ -365,6 +365,8 @@ def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[b
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows; each chunk costs a round
     trip): an Arrow batch's built a column at a time (:mod:`~enrich.spark.sink.columns`)
     where it can, the rest row by row."""
+    from . import columns  # here: Arrow compute, which the planner processes never need
+
     columnar = columns.is_columnar(encoder)
     rows: list[Any] = []
     pending: list[bytes] = []
