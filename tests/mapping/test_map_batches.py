@@ -1,6 +1,6 @@
-"""The executor side of ``async_map`` (enrich/spark/async_maps/map_batches.py), driven
-without Spark: Arrow batches in, batches with the function's fields out, on the
-process's runtime loop as in a Spark Python worker."""
+"""The executor side of ``async_map`` (enrich/spark/async_maps/map_batches.py) and of the
+SQL function (structs.py), driven without Spark: Arrow batches in, batches with the
+function's fields out, on the process's runtime loop as in a Spark Python worker."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from enrich.engine.runtime import YOUNG_THRESHOLD, get_loop
 from enrich.maps.map_settings import MapSettings
 from enrich.spark.async_maps import map_batches as module
 from enrich.spark.async_maps.map_batches import MapPlan, map_batches
+from enrich.spark.async_maps.structs import map_structs
 
 RETURNS = "twice bigint"
 _keys = count()
@@ -91,5 +92,20 @@ def test_the_youngest_generation_collects_less_often_while_a_partition_runs() ->
     assert gc.get_threshold()[0] >= YOUNG_THRESHOLD  # while Spark holds the partition
     assert first.column("twice").to_pylist() == [0, 2, 4]
     assert list(out) == []
+    assert thresholds and all(t[0] >= YOUNG_THRESHOLD for t in thresholds)
+    assert gc.get_threshold() == before
+
+
+def test_the_sql_functions_batches_collect_less_often_too() -> None:
+    thresholds: list[tuple[int, int, int]] = []
+
+    async def fn(row: dict[str, Any]) -> dict[str, Any]:
+        thresholds.append(gc.get_threshold())
+        return {"twice": 2 * row["id"]}
+
+    before = gc.get_threshold()
+    ids = pa.StructArray.from_arrays([pa.array([1, 2])], names=["id"])
+    (struct,) = list(map_structs(plan(fn), None, iter([ids])))
+    assert struct.field("twice").to_pylist() == [2, 4]
     assert thresholds and all(t[0] >= YOUNG_THRESHOLD for t in thresholds)
     assert gc.get_threshold() == before
