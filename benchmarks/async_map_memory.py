@@ -27,20 +27,24 @@ ROWS = int(os.environ.get("ENRICH_BENCH_ASYNC_MAP_ROWS_MEMORY", 10_000_000))
 PERIOD = 0.5
 
 
+DAEMONS = (b"pyspark.daemon", b"enrich.spark.session")
+
+
 def _parent(pid: int) -> int:
     text = Path(f"/proc/{pid}/stat").read_text()
     return int(text.rsplit(")", 1)[1].split()[1])
 
 
 def python_workers(root: int) -> list[int]:
-    """The Python workers under process ``root``: processes of ``pyspark.daemon``
-    whose parent is one too (the daemon forks them)."""
+    """The Python workers under process ``root``: processes of the Python daemon
+    (``pyspark.daemon``, or the warm one, ``enrich.spark.session``) whose parent is one
+    too (the daemon forks them)."""
     daemons: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+            if any(name in (entry / "cmdline").read_bytes() for name in DAEMONS):
                 daemons[int(entry.name)] = _parent(int(entry.name))
         except OSError:  # ended meanwhile
             continue
