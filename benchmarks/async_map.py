@@ -278,7 +278,9 @@ on uvloop sharing one port with SO_REUSEPORT, answering `{"score", "label"}` aft
 part's latency; the tail of (c) is every row whose `id % 100 == 0`), adding `score` and
 `label`, written to the `noop` sink. `async_map` runs `PostRow` (an `AsyncFunction`: one
 aiohttp session per Python worker, opened on the worker's loop) on the library's
-defaults (ordered, timeout 10 s, on_error "fail") plus the capacity named. Spark's Arrow
+defaults (ordered, timeout 10 s, on_error "fail") plus the capacity named; while a
+partition runs, its worker collects the youngest generation every 10,000 allocations
+(since 2026-11-28; the hand-written loop keeps CPython's 700). Spark's Arrow
 UDF is `F.udf(post_per_row, struct, useArrow=True)` with
 `spark.sql.execution.pythonUDF.arrow.concurrency.level` set to each level in turn (a
 thread pool of that size per batch evaluates its rows; one `requests` session per worker,

@@ -27,24 +27,36 @@ ROWS = int(os.environ.get("ENRICH_BENCH_ASYNC_MAP_ROWS_MEMORY", 10_000_000))
 PERIOD = 0.5
 
 
+DAEMONS = (b"pyspark.daemon", b"enrich.spark.session")
+
+
 def _parent(pid: int) -> int:
     text = Path(f"/proc/{pid}/stat").read_text()
     return int(text.rsplit(")", 1)[1].split()[1])
 
 
-def python_workers(root: int) -> list[int]:
-    """The Python workers under process ``root``: processes of ``pyspark.daemon``
-    whose parent is one too (the daemon forks them)."""
+def daemon_processes() -> dict[int, int]:
+    """The processes of the Python daemon (``pyspark.daemon``, or the warm one,
+    ``enrich.spark.session``: workers are forked from it), each with its parent."""
     daemons: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if b"pyspark.daemon" in (entry / "cmdline").read_bytes():
+            if any(name in (entry / "cmdline").read_bytes() for name in DAEMONS):
                 daemons[int(entry.name)] = _parent(int(entry.name))
         except OSError:  # ended meanwhile
             continue
-    workers = [pid for pid, parent in daemons.items() if parent in daemons]
+    return daemons
+
+
+def python_workers(root: int, daemons: dict[int, int] | None = None) -> list[int]:
+    """The Python workers under process ``root``: processes of the daemon's module whose
+    parent is one too, and which fork none themselves (the warm daemon is itself
+    started by a process of its module)."""
+    daemons = daemon_processes() if daemons is None else daemons
+    forking = set(daemons.values())
+    workers = [pid for pid, parent in daemons.items() if parent in daemons and pid not in forking]
     return [pid for pid in workers if _descends(pid, root)]
 
 
@@ -76,13 +88,16 @@ class Sampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.samples: dict[int, list[tuple[float, float]]] = {}
+        self.forking: set[int] = set()  # daemons, seen before they forked: no workers
         self.stopped = threading.Event()
         self.started_at = time.perf_counter()
 
     def run(self) -> None:
         while not self.stopped.wait(PERIOD):
             now = time.perf_counter() - self.started_at
-            for pid in python_workers(os.getpid()):
+            daemons = daemon_processes()
+            self.forking.update(daemons.values())
+            for pid in python_workers(os.getpid(), daemons):
                 mb = rss_mb(pid)
                 if mb is not None:
                     self.samples.setdefault(pid, []).append((now, mb))
@@ -161,7 +176,7 @@ def part_e(spark: Any) -> list[tuple[str, str]]:
         check.append("yes" if check[1] == check[2] else "NO")
     memory = []
     for pid, samples in sorted(sampler.samples.items()):
-        if len(samples) < 4:
+        if len(samples) < 4 or pid in sampler.forking:
             continue  # a worker of another job, or one that came and went
         mbs = [mb for _, mb in samples]
         tenth = next(mb for t, mb in samples if t >= samples[-1][0] / 10)

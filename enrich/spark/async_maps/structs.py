@@ -21,7 +21,7 @@ import pyarrow as pa
 from ...engine.caller.wait import WaitIterator
 from ...engine.clock import LoopClock
 from ...engine.records.call_metrics import JoinMetrics
-from ...engine.runtime import get_loop, run_sync
+from ...engine.runtime import fewer_collections, get_loop, run_sync
 from ...maps.calls import call_for, user_retry
 from ...maps.results import Assembler
 from ..metrics.metric_rows import report
@@ -66,24 +66,25 @@ def map_structs(
     struct = pa.struct(plan.arrow_fields())
     pending: list[tuple[int, Any]] = []
     start = 0  # the position of the first row of the oldest batch not answered
-    try:
-        for outputs in run.batches():
-            pending += outputs
-            while batches and len(pending) >= batches[0][1]:
-                size, called = batches.pop(0)
-                yield _structs(assembler, struct, pending[:called], start, size)
-                del pending[:called]
+    with fewer_collections():  # as async_map's partitions (enrich.engine.runtime)
+        try:
+            for outputs in run.batches():
+                pending += outputs
+                while batches and len(pending) >= batches[0][1]:
+                    size, called = batches.pop(0)
+                    yield _structs(assembler, struct, pending[:called], start, size)
+                    del pending[:called]
+                    start += size
+            for size, _ in batches:  # batches none of whose rows was called
+                yield _structs(assembler, struct, [], start, size)
                 start += size
-        for size, _ in batches:  # batches none of whose rows was called
-            yield _structs(assembler, struct, [], start, size)
-            start += size
-    finally:
-        run.close()
-        statistics = run.statistics()
-        metrics.merge(call.metrics)
-        metrics.retries += statistics.retries
-        metrics.peak_in_flight = statistics.peak_in_flight
-        report(plan.accumulator, plan.name, metrics)
+        finally:
+            run.close()
+            statistics = run.statistics()
+            metrics.merge(call.metrics)
+            metrics.retries += statistics.retries
+            metrics.peak_in_flight = statistics.peak_in_flight
+            report(plan.accumulator, plan.name, metrics)
 
 
 def _rows(arrays: tuple[pa.Array, ...], arguments: tuple[str, ...] | None) -> list[Any]:
