@@ -35,7 +35,8 @@ processes) to the last output entry, each path twice in turn.
 Rerun: ``./scripts/dev bench latency`` (``ENRICH_BENCH_LATENCY_RATES=2000,10000`` and
 ``ENRICH_BENCH_LATENCY_SECONDS=30`` set the rates and the seconds of input per run;
 ``ENRICH_BENCH_LATENCY_PATHS`` the paths, ``ENRICH_BENCH_LATENCY_ROUNDS`` how many times
-each runs, ``ENRICH_BENCH_LATENCY_PARTS`` the parts: rates, backlog, stages, commit).
+each runs, ``ENRICH_BENCH_LATENCY_PARTS`` the parts: rates, backlog, stages, commit;
+``ENRICH_BENCH_LATENCY_BACKLOG_PATHS`` the backlog's paths).
 """
 
 from __future__ import annotations
@@ -173,7 +174,9 @@ LABELS = {
 }
 PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,backlog,stages,commit").split(",")
 BACKLOG = int(os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG", 300_000))
-BACKLOG_PATHS = ("defaults", "low", "low-separate", "hand")
+BACKLOG_PATHS = tuple(
+    os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG_PATHS", "defaults,low,low-driver,hand").split(",")
+)
 BACKLOG_ROUNDS = 2
 # Rounds of the paths at each rate (in turn, every other round backwards), for medians.
 ROUNDS = int(os.environ.get("ENRICH_BENCH_LATENCY_ROUNDS", 1))
