@@ -120,10 +120,14 @@ def stages(url: str) -> list[list[Any]]:
 
     def sink(asynchronous: bool, kind: str) -> Any:
         def build(df: Any, _: str, checkpoint: str) -> Any:
-            writer = df.writeStream.format(kind).option("checkpointLocation", checkpoint)
-            if kind == "redis":
+            name = "redis" if kind.startswith("redis") else kind
+            writer = df.writeStream.format(name).option("checkpointLocation", checkpoint)
+            if name == "redis":
                 writer = writer.option("url", url).option("stream", "enriched")
                 writer = writer.option("sourceIdColumn", "stream_id")
+                writer = writer.option(
+                    "publishFrom", "tasks" if kind == "redis-tasks" else "driver"
+                )
             return writer.options(**ASYNC) if asynchronous else writer
 
         return build
@@ -134,6 +138,7 @@ def stages(url: str) -> list[list[Any]]:
         ("redis-stream -> lookup_join -> noop", stream, mb._join, "noop"),
         ("redis-stream -> redis sink (keyed by source)", stream, None, "redis"),
         ("redis-stream -> lookup_join -> redis sink (keyed by source)", stream, mb._join, "redis"),
+        ("the same, publishFrom=tasks", stream, mb._join, "redis-tasks"),
     ]
     spark = start_spark()
     register_data_sources(spark)
