@@ -103,6 +103,21 @@ def leftovers(client: redis.Redis) -> list[bytes]:
     )
 
 
+def die_after_first_step(client: redis.Redis, settings: SinkSettings, batch: str,
+                         staged: list[tuple[Any, int]], **options: Any) -> None:  # fmt: skip
+    """A commit of ``batch`` whose driver dies after its first step (15 rows)."""
+
+    class Died(Exception):
+        pass
+
+    def die(done: two_phase.Published) -> None:
+        raise Died
+
+    with pytest.raises(Died):
+        two_phase.commit(client, settings.identity, batch, staged, marked=True, step=15,
+                         between_steps=die, source=settings.source, **options)  # fmt: skip
+
+
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_batches_re_cut_on_a_replay_publish_each_entry_once(
     target: str, redis_server: Any, redis_client: redis.Redis, tmp_path: Path, monkeypatch: Any
@@ -284,15 +299,7 @@ def test_a_lost_plan_keyed_by_source_is_closed_at_its_marks_without_a_double(
     messages = stage(settings, monkeypatch, "7", [rows(list(range(0, 40)))])
     staged = [(m.staging, m.rows) for m in messages if m.staging]
 
-    class Died(Exception):
-        pass
-
-    def die(done: two_phase.Published) -> None:
-        raise Died
-
-    with pytest.raises(Died):
-        two_phase.commit(redis_client, settings.identity, "7", staged, marked=True, step=15,
-                         plan_ttl=60, between_steps=die, source=settings.source)  # fmt: skip
+    die_after_first_step(redis_client, settings, "7", staged, plan_ttl=60)
     redis_client.delete(two_phase.plan_key(settings.identity), *(s for s, _ in staged))
     replay = stage(settings, monkeypatch, "3", [rows(list(range(0, 60)))])
     with pytest.raises(two_phase.PlanExpired, match="closeLostPlan"):

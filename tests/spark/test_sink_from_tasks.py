@@ -20,6 +20,7 @@ from tests.spark.test_sink_by_source import (
     ARROW,
     SCHEMA,
     TARGETS,
+    die_after_first_step,
     entry_id,
     leftovers,
     published,
@@ -212,15 +213,7 @@ def test_a_plan_the_driver_left_is_finished_before_the_tasks_publish(
     messages = stage(settings, monkeypatch, "7", [rows(list(range(0, 40)))])
     staged = [(m.staging, m.rows) for m in messages if m.staging]
 
-    class Died(Exception):
-        pass
-
-    def die(done: two_phase.Published) -> None:
-        raise Died
-
-    with pytest.raises(Died):
-        two_phase.commit(redis_client, settings.identity, "7", staged, marked=True, step=15,
-                         between_steps=die, source=settings.source)  # fmt: skip
+    die_after_first_step(redis_client, settings, "7", staged)
     assert len(published(redis_client, settings)) == 15
     writer = start(redis_server, tmp_path, stream="out", maxRowsPerCommit="15")
     assert sorted(published(redis_client, settings)) == list(range(40))  # finished at start

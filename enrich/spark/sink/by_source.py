@@ -100,9 +100,7 @@ def check_mode(
             f'option {ID_OPTION} needs mode "transactional": the source marks are kept and '
             'checked by its commit script; mode "idempotent" writes each row directly'
         )
-    text = str(options.get(ASYNC_OPTION, "false")).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"option {ASYNC_OPTION} must be true or false, got {text!r}")
+    text = _choice(options, ASYNC_OPTION, ("false", "true"))
     if text == "true" and source is None:
         raise ValueError(
             f"the redis sink cannot keep exactly once under async progress tracking "
@@ -121,9 +119,7 @@ def publish_from(options: Mapping[str, str], source: SourceFields | None) -> boo
     """``publishFrom``: ``driver`` (default: tasks stage, the driver's commit publishes)
     or ``tasks`` (each task publishes its rows, the commit settles the marks:
     :mod:`~enrich.spark.sink.two_phase.from_tasks`); True for ``tasks``."""
-    text = str(options.get(FROM_OPTION, "driver")).strip().lower()
-    if text not in ("driver", "tasks"):
-        raise ValueError(f'option {FROM_OPTION} must be "driver" or "tasks", got {text!r}')
+    text = _choice(options, FROM_OPTION, ("driver", "tasks"))
     if text == "tasks" and source is None:
         raise ValueError(
             f'option {FROM_OPTION}="tasks" needs option {ID_OPTION}: a task publishes its '
@@ -182,6 +178,15 @@ def start_run(settings: Any) -> str | None:
     finally:
         client.close()
     return f"r{uuid.uuid4().hex[:16]}"
+
+
+def _choice(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """Option ``name``, one of ``allowed`` (the first is the default), any case."""
+    text = str(options.get(name, allowed[0])).strip().lower()
+    if text not in allowed:
+        listed = " or ".join(f'"{a}"' for a in allowed)
+        raise ValueError(f"option {name} must be {listed}, got {text!r}")
+    return text
 
 
 def check_writer(source: SourceFields | None, schema: StructType, *, streaming: bool) -> None:
