@@ -212,7 +212,7 @@ EXPLORED: dict[str, dict[str, dict[str, Any]]] = {
     "low-separate": {"profile": {"join_in_sink": False}},
     "low-pipelined": {"conf": {"spark__python__udf__pipelined__enabled": "true"}},
     "low-1part": {"source": {"partitionsPerStream": "1"}},
-    "low-driver": {"profile": {"publish_from": "driver"}},
+    "low-tasks": {"profile": {"publish_from": "tasks"}},
 }
 
 

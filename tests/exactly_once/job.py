@@ -120,7 +120,7 @@ def run_low_latency(enriched: Any, source_url: str, sink_url: str, checkpoint: s
     newest = source.xrevrange("orders", count=1)
     last = parse_id(newest[0][0].decode()) if newest else (0, 0)
     identity = SinkSettings.of({**options, "sourceIdColumn": "stream_id"}).identity
-    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM", "tasks")
+    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM") or "driver"
     query = low_latency(enriched, publish_from=publish_from).options(**options).start()
     told: set[int] = set()
     while not query.awaitTermination(0.2):
@@ -151,7 +151,7 @@ def run_kafka_low_latency(enriched: Any, bootstrap: str, sink_url: str, checkpoi
         {**options, "sourceIdColumn": "offset", "sourceStreamColumn": "topic,partition"}
     ).identity
     target = redis.Redis.from_url(sink_url)
-    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM", "tasks")
+    publish_from = os.environ.get("ENRICH_TEST_PUBLISH_FROM") or "driver"
     query = low_latency(enriched, publish_from=publish_from).options(**options).start()
     told: set[int] = set()
     while not query.awaitTermination(0.2):

@@ -70,7 +70,7 @@ POINTS = ("before_write", "mid_write", "before_commit", "between_steps", "after_
 # spark-submit process group).
 LOW_LATENCY_POINTS = ("before_write", "before_commit", "between_steps", "after_commit",
                       "progress", "progress")  # fmt: skip
-# Published from the tasks (the profile's default) a commit has no steps: the kills land
+# Published from the tasks (publish_from="tasks") a commit has no steps: the kills land
 # in a task's publish instead, the worker alone ("mid_write": Spark retries the task) or
 # the whole job ("mid_publish"), after the task's first chunk.
 FROM_TASKS_POINTS = ("before_write", "mid_write", "mid_publish", "before_commit",
@@ -257,7 +257,7 @@ class Harness:
         log: Any = None,
         interval_ms: int | None = None,
         machine_crash: bool | float = False,
-        publish_from: str = "tasks",
+        publish_from: str = "driver",
     ) -> None:
         if sink_restart not in (None, *SINK_RESTART_AT):
             raise ValueError(
@@ -649,8 +649,8 @@ def main() -> None:
     parser.add_argument(
         "--publish-from",
         choices=["tasks", "driver"],
-        default="tasks",
-        help="low-latency: the redis sink's publishFrom (low_latency's default: tasks)",
+        default="driver",
+        help="low-latency: the redis sink's publishFrom (low_latency's default: driver)",
     )
     parser.add_argument(
         "--machine-crash",

@@ -152,8 +152,8 @@ def start_run(settings: Any) -> str | None:
                     "published rows that no commit settled (it stopped mid-batch); "
                     "publishing from the driver does not read them and would publish those "
                     f'rows again. Restart once with .option("{FROM_OPTION}", "tasks") '
-                    "(enrich.spark.low_latency's default) until a batch commits, or use a "
-                    "new checkpointLocation"
+                    '(enrich.spark.low_latency(df, publish_from="tasks")) until a batch '
+                    "commits, or use a new checkpointLocation"
                 )
             return None
         identity = settings.identity

@@ -23,9 +23,6 @@ each source entry once whatever batch carries it. So the profile:
   asks of a sink it does not know: set here only together with the keyed sink, whose
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
-- has the sink's tasks publish their own rows (``publishFrom=tasks``,
-  :mod:`~enrich.spark.sink.two_phase.from_tasks`): the commit after the last task only
-  raises the marks instead of copying every staged row into the target;
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
   ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
   :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
@@ -97,7 +94,7 @@ def low_latency(
     warm: bool = True,
     join_in_sink: bool = True,
     sink: str = "redis",
-    publish_from: str = "tasks",
+    publish_from: str = "driver",
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
     docstring): add the sink's options (``url``, ``stream`` or ``key``,
@@ -128,11 +125,12 @@ def low_latency(
             record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
             their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why).
-        publish_from: the redis sink's ``publishFrom``: ``"tasks"`` (each task
-            publishes its rows, the commit only raises the marks:
-            :mod:`~enrich.spark.sink.two_phase.from_tasks`; needs each task's rows in
-            the source's order, as ordered joins and maps keep it) or ``"driver"``
-            (tasks stage, the driver's commit publishes: any order).
+        publish_from: the redis sink's ``publishFrom``: ``"driver"`` (tasks stage,
+            the driver's commit publishes) or ``"tasks"`` (each task publishes its rows
+            and the commit only raises the marks:
+            :mod:`~enrich.spark.sink.two_phase.from_tasks`; needs each task's rows in the
+            source's order). Measured no faster at 10,000 entries/s nor over a backlog
+            (docs/latency.md), so not the default.
 
     Raises:
         ProfileRefused: the query is not streaming, reads another source (or several),
