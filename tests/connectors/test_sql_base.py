@@ -3,6 +3,7 @@ server: URLs and their masking, targets and statements, column types, rows to an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from connectors.sql import (
 )
 from enrich import DecodeError, SchemaError
 from enrich.spi import Schema
+from tests.support.sql_lookups import collect_driver_sockets
 
 
 def parse(url: str, **kw: Any) -> DatabaseUrl:
@@ -181,3 +183,10 @@ async def test_full_pages_never_split_a_key() -> None:
     assert sorted(keys) == [1, 2, 3, 4] and len(got) > 1  # each key in one page only
     merged = {key: answer for page in got for key, answer in page.items()}
     assert merged == {1: (1,), 2: [(1,), (2,), (3,)], 3: (1,), 4: [(1,), (2,)]}
+
+
+@pytest.fixture(autouse=True)
+def _driver_sockets() -> Iterator[None]:
+    """After every test here, what its database driver left open is collected."""
+    yield
+    collect_driver_sockets()

@@ -3,14 +3,14 @@ sources closed after each test."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 import pytest_asyncio
 
 from connectors.mysql import MySqlLookup
 from tests.support.mysql_server import MySqlServer
-from tests.support.sql_lookups import closed_after
+from tests.support.sql_lookups import closed_after, collect_driver_sockets
 
 MakeLookup = Callable[..., MySqlLookup]
 
@@ -40,3 +40,10 @@ async def make_lookup() -> AsyncIterator[MakeLookup]:
     """``make_lookup(url, **settings)``: a MySqlLookup whose pool is closed after the test."""
     async for make in closed_after(MySqlLookup):
         yield make
+
+
+@pytest.fixture(autouse=True)
+def _driver_sockets() -> Iterator[None]:
+    """After every test here, what its database driver left open is collected."""
+    yield
+    collect_driver_sockets()

@@ -6,7 +6,7 @@ server's test folder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,10 @@ from connectors.postgres import PostgresLookup
 from connectors.sql import SqlLookup
 from tests.mysql.conftest import USERS as MYSQL_USERS
 from tests.postgres.conftest import USERS as POSTGRES_USERS
-from tests.support.sql_lookups import closed_after
+from tests.support.sql_lookups import (
+    closed_after,
+    collect_driver_sockets,
+)
 
 MakeLookup = Callable[..., SqlLookup]
 STORES = ("postgres", "mysql")
@@ -113,3 +116,10 @@ async def make_lookup(store: Store) -> AsyncIterator[MakeLookup]:
     """``make_lookup(url, **settings)``: the store's lookup, its pool closed after the test."""
     async for make in closed_after(store.lookup):
         yield make
+
+
+@pytest.fixture(autouse=True)
+def _driver_sockets() -> Iterator[None]:
+    """After every test here, what its database driver left open is collected."""
+    yield
+    collect_driver_sockets()

@@ -130,9 +130,11 @@ def publish_from(options: Mapping[str, str], source: SourceFields | None) -> boo
 
 
 def start_run(settings: Any) -> str | None:
-    """On the driver, before any task of a transactional streaming query (``settings``:
-    its :class:`~enrich.spark.sink.row_writes.SinkSettings`); returns the run's name when
-    it publishes from its tasks.
+    """On the driver, before any task of a streaming query keyed by the source record
+    (``settings``: its :class:`~enrich.spark.sink.row_writes.SinkSettings`); returns the
+    run's name when it publishes from its tasks. (Only such a query can meet spans: a
+    sink keyed by batch id asks Redis nothing at the start, so, as before, a wrong
+    password fails its first write, not its start.)
 
     Publishing from the tasks: a plan an earlier run's driver commit left is finished
     first (the tasks do not read plans). Publishing from the driver: spans of published

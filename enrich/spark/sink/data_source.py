@@ -465,10 +465,9 @@ class RedisSinkDataSource(DataSource):
         schema = self._written(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
         cluster = self._cluster()
-        if self.settings.source is not None:
-            self._check_layout()
         run = None
-        if self.settings.mode is SinkMode.TRANSACTIONAL:
+        if self.settings.source is not None:  # keyed by the source record
+            self._check_layout()
             run = by_source.start_run(self.settings)
         return RedisStreamWriter(self.settings, schema, None, cluster, self._stage(), run)
 
