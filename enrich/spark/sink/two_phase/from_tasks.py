@@ -63,6 +63,14 @@ SEPARATOR = "\x1f"
 STEP = 1_000
 
 
+# The Lua both scripts share to read a span's field: its stream, run, batch and partition.
+SPAN_FIELD = """
+local SEP = '\\31'
+local FIELD = '^(.*)' .. SEP .. '([^' .. SEP .. ']*)' .. SEP .. '([^' .. SEP .. ']*)' ..
+  SEP .. '([^' .. SEP .. ']*)$'
+local function span_field(f) return string.match(f, FIELD) end
+"""
+
 # KEYS: 1 sources (the marks), 2 pending (the spans).
 # ARGV: 1 the source id field, 2 the source stream field(s), 3 run, 4 batch,
 # 5 partition, 6 attempt, 7 "1" for the task's last chunk, then the packed operations.
@@ -80,9 +88,9 @@ local idf, sf = ARGV[1], ARGV[2]
 local run, batch, part, attempt = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local last_chunk = ARGV[7] == '1'
 local FIRST = 8
-local SEP = '\\31'
 """
     + SOURCE_HELPERS
+    + SPAN_FIELD
     + """
 local n = #ARGV - FIRST + 1
 local ops, ss, ids, mss, seqs = {}, {}, {}, {}, {}
@@ -116,8 +124,7 @@ end
 local spans, own = {}, {}
 flat = redis.call('HGETALL', KEYS[2])
 for i = 1, #flat, 2 do
-  local s, r, b, p = string.match(flat[i], '^(.*)' .. SEP .. '([^' .. SEP .. ']*)' .. SEP ..
-    '([^' .. SEP .. ']*)' .. SEP .. '([^' .. SEP .. ']*)$')
+  local s, r, b, p = span_field(flat[i])
   local lo, hi, att, last = string.match(flat[i + 1], '^(%S+) (%S+) (%S+) (%S+)$')
   if s and lo then
     local sp = {field = flat[i], lo = lo, hi = hi, att = att, last = last, run = r,
@@ -201,14 +208,13 @@ return reply
 SETTLE_SCRIPT = (
     """
 local idf, sf = '', ''
-local SEP = '\\31'
 """
     + SOURCE_HELPERS
+    + SPAN_FIELD
     + """
 local tops = {}
 for i = 1, #ARGV do
-  local s = string.match(ARGV[i], '^(.*)' .. SEP .. '[^' .. SEP .. ']*' .. SEP ..
-    '[^' .. SEP .. ']*' .. SEP .. '[^' .. SEP .. ']*$')
+  local s = span_field(ARGV[i])
   local value = redis.call('HGET', KEYS[2], ARGV[i])
   local hi = value and string.match(value, '^%S+ (%S+)')
   if s and hi then
@@ -228,8 +234,7 @@ end
 local flat = redis.call('HGETALL', KEYS[2])
 local deleted, left = 0, 0
 for i = 1, #flat, 2 do
-  local s = string.match(flat[i], '^(.*)' .. SEP .. '[^' .. SEP .. ']*' .. SEP ..
-    '[^' .. SEP .. ']*' .. SEP .. '[^' .. SEP .. ']*$')
+  local s = span_field(flat[i])
   local hms, hseq = parts(string.match(flat[i + 1], '^%S+ (%S+)'))
   local mms, mseq = parts(redis.call('HGET', KEYS[1], s or ''))
   if mms ~= nil and hms ~= nil and not after(hms, hseq, mms, mseq) then
