@@ -140,7 +140,7 @@ def _open_client(settings: ConnectionSettings, loop: asyncio.AbstractEventLoop) 
     limiter = asyncio.Semaphore(settings.pool_size)
     if endpoint.is_sentinel:
         # redis.asyncio.sentinel has no annotations (hence the ignores below).
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
             list(endpoint.sentinels),
             sentinel_kwargs={
                 "username": endpoint.sentinel_username,
