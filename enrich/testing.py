@@ -239,6 +239,10 @@ class FakeSource:
         permit_wait: seconds each call first waits for a rate limit's permit, as a
             source with a job rate limit does: marked as held back
             (:mod:`enrich.engine.mailbox.hold`), so a join's timeout does not count it.
+        connections: at most this many calls at the store at once (None: no bound); a
+            call first waits for a free connection, as a pooled connector's does, and
+            marks that wait held back too. A call that never answers keeps its
+            connection.
 
     It hands answers over as they arrive (``lookup_each``): the keys of a call are
     answered at their own times, and a key in ``never`` holds back no other key.
@@ -261,9 +265,12 @@ class FakeSource:
         never: Iterable[Any] = (),
         error: BaseException | None = None,
         permit_wait: float = 0.0,
+        connections: int | None = None,
     ) -> None:
         self.schema = Schema.of(schema)
         self._permit_wait = permit_wait
+        self._connections = connections
+        self._pool: asyncio.Semaphore | None = None
         self.data = dict(data or {})
         self._clock = clock
         self._latency = latency
@@ -293,6 +300,11 @@ class FakeSource:
         if self._permit_wait:
             with held_back():
                 await self._sleep(self._permit_wait)
+        if self._connections is not None:
+            if self._pool is None:
+                self._pool = asyncio.Semaphore(self._connections)
+            with held_back():
+                await self._pool.acquire()
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -316,6 +328,8 @@ class FakeSource:
                 await asyncio.get_running_loop().create_future()
         finally:
             self.in_flight -= 1
+            if self._pool is not None:
+                self._pool.release()
 
     async def _sleep(self, seconds: float) -> None:
         if seconds > 0:

@@ -36,7 +36,7 @@ import pymysql
 
 from connectors.sql import SqlSettings, batch_statement, full_statement
 from connectors.sql.handles import HandleRegistry, SqlHandle
-from enrich.spi import Schema
+from enrich.spi import Schema, held_back
 
 from . import aggregate
 from .dialect import MySqlDialect, arguments, expand, key_kind, template
@@ -140,8 +140,10 @@ class Handle(SqlHandle[Plan]):
         """A pooled connection; closed instead of given back if its use failed.
 
         Waiting for a free connection has no time limit: it is back-pressure (a new
-        connection's own connect is bounded by ``connect_timeout``)."""
-        conn = await self.pool.acquire()
+        connection's own connect is bounded by ``connect_timeout``), marked held back so
+        that no row's timeout counts it."""
+        with held_back():
+            conn = await self.pool.acquire()
         born = self.born.setdefault(conn, time.monotonic())
         try:
             yield conn

@@ -32,7 +32,7 @@ import asyncpg
 
 from connectors.sql import SqlSettings, batch_statement, full_statement
 from connectors.sql.handles import HandleRegistry, SqlHandle
-from enrich.spi import Schema
+from enrich.spi import Schema, held_back
 
 from .dialect import (
     CSV_FIELDS,
@@ -157,9 +157,11 @@ class Handle(SqlHandle[Plan]):
     async def connection(self) -> AsyncIterator[Any]:
         """A pooled connection; one past ``max_lifetime`` is closed when given back."""
         # No time limit on waiting for a pooled connection: that wait is back-pressure
-        # (statements queued behind the pool's size), not the server's slowness; opening
-        # a connection has its own limit (the connect timeout).
-        conn = await self.pool.acquire()
+        # (statements queued behind the pool's size), not the server's slowness, so it
+        # is marked held back and no row's timeout counts it; opening a connection has
+        # its own limit (the connect timeout).
+        with held_back():
+            conn = await self.pool.acquire()
         try:
             yield conn
         finally:

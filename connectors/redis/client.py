@@ -30,6 +30,7 @@ from enrich.spi import (
     Slots,
     SourceUnavailable,
     close_limiter,
+    held_back,
     limiter_for,
     loop_resource,
     mask_text,
@@ -224,13 +225,20 @@ async def execute(
             await handle.job_limiter.acquire(sum(len(command.keys) for command in batch))
         if handle.adaptive is not None:
             return await _run_adaptive(handle, batch)
-        async with handle.limiter:
+        if handle.limiter.locked():
+            with held_back():  # queued behind our own pipelines: not the store's time
+                await handle.limiter.acquire()
+        else:
+            await handle.limiter.acquire()
+        try:
             # execute() resets the pipeline (releasing its connections) whatever happens.
             pipe = handle.client.pipeline(transaction=False)
             for command in batch:
                 pipe.execute_command(*command.args)
             replies: list[Any] = await pipe.execute(raise_on_error=False)
             return replies
+        finally:
+            handle.limiter.release()
 
     outcomes = await asyncio.gather(*(run(batch) for batch in batches), return_exceptions=True)
     results: list[list[Any]] = []

@@ -48,9 +48,11 @@ class JoinEngine(Protocol):
     """A lookup engine: joins chunks ``(tag, keys)`` with a source's rows.
 
     Promises of both engines: at most ``capacity`` rows in flight (admitted, not handed
-    out); each row's timeout runs from its chunk's admission; null keys join nothing and
-    ask nothing; misses follow ``how``, errors ``on_error``; every row is counted in
-    :meth:`statistics` (in, out, misses, null keys, errors, cache hits, requests).
+    out); each row's timeout measures the store (its calls and retries' waits, never a
+    wait for capacity, a connection, a permit or a load: see
+    :mod:`enrich.engine.mailbox.hold`); null keys join nothing and ask nothing; misses
+    follow ``how``, errors ``on_error``; every row is counted in :meth:`statistics` (in,
+    out, misses, null keys, errors, cache hits, requests).
     """
 
     def run(self, chunks: Iterable[tuple[Any, Any]]) -> JoinRun:

@@ -57,8 +57,9 @@ class JoinSettings:
         capacity: rows in flight at most, the unit a user thinks in. The join admits rows
             in chunks of :attr:`chunk_rows`; a chunk weighs its rows, so the operator
             counts rows too and never has more than ``capacity`` of them in flight.
-        timeout: seconds a row has, from admission to its final answer, retries included
-            (None: no limit).
+        timeout: seconds a row's lookup may spend at the store: its calls and the waits
+            between its retries, never its waits for capacity, a connection, a rate
+            limit's permit or a cache's load (None: no limit).
         retry: per-key retries (a :class:`~enrich.RetryStrategy`), or None.
         cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
             :class:`~enrich.FullCache` (the whole dimension, reloaded), or None.

@@ -13,6 +13,8 @@ import asyncio
 import collections
 from typing import TYPE_CHECKING
 
+from ..engine.mailbox.hold import held_back
+
 if TYPE_CHECKING:
     from .adaptive import AdaptiveLimit
 
@@ -52,7 +54,8 @@ class Slots:
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
-            await waiter
+            with held_back():  # queued behind our own calls: not the store's time
+                await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # handed a slot while being cancelled: pass it on

@@ -6,7 +6,7 @@ what it received::
 
     server.data["u1"] = {"name": "Ada"}           # GET .../u1 -> 200 {"name": "Ada"}
     server.fail("u2", 503, retry_after="7")        # -> 503 with Retry-After: 7
-    server.latency["u3"] = 0.2                     # answer after 200 ms
+    server.latency["u3"] = 0.2                     # answer after 200 ms (a batch: its slowest)
     server.malformed.add("u4")                     # -> 200 with a body that is not JSON
     server.drop.add("u5")                          # headers, half a body, then a closed socket
     server.redirect("u6", "http://elsewhere/u6")   # -> 302 with that Location
@@ -332,8 +332,16 @@ class HttpTestServer:
             return True
 
     async def _batch(self, script: _Script, body: bytes) -> web.StreamResponse:
-        if script.default_latency:
-            await asyncio.sleep(script.default_latency)
+        # A batch takes the longest latency of its keys (the default for the others).
+        delay = script.default_latency
+        if script.latency:
+            try:
+                named = [script.latency.get(str(key), 0.0) for key in json.loads(body)]
+            except (ValueError, TypeError):
+                named = []
+            delay = max([delay, *named])
+        if delay:
+            await asyncio.sleep(delay)
         if script.batch_status is not None:
             status, headers = script.batch_status
             return web.json_response({"error": status}, status=status, headers=headers)

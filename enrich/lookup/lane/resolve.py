@@ -20,15 +20,13 @@ import asyncio
 
 import pyarrow as pa
 
-from ...engine.clock import LoopClock
-from ...engine.mailbox.hold import Deadline, Hold, set_hold
 from ...engine.retry import RetryStrategy
 from ..cache.lookup_cache import LookupCache, cache_scope
 from ..cache.store import CacheStore
 from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource
 from .cache_probe import CacheProbe
 from .key_retries import with_retries
-from .source_calls import LaneCalls, Resolved
+from .source_calls import Budget, LaneCalls, Resolved
 
 
 class ChunkResolver:
@@ -70,13 +68,6 @@ class ChunkResolver:
         """What the cache and the source answer for ``distinct`` (distinct, non-null keys)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = None
-        if self.timeout is not None:
-            # The chunk's own hold, in this task's context (its calls' tasks inherit
-            # it): time its requests wait for a rate limit's permits moves its deadline.
-            hold = Hold(LoopClock(loop))
-            set_hold(hold)
-            deadline = Deadline(started, self.timeout, hold)
         calls = self.calls
         resolved = Resolved(ColumnarAnswer(pa.nulls(0, self.struct_type)))
         store = self.store()
@@ -94,7 +85,11 @@ class ChunkResolver:
             resolved.probe = probe
             return resolved
         if len(ask):
-            parts = await calls.attempt(ask, 1, deadline, resolved)
+            # Each key's timeout, spent only by its calls to the store and its retries'
+            # waits (source_calls.Budget): the time the chunk waited to be admitted, or
+            # waits for a connection, a permit or a load, never count.
+            budget = None if self.timeout is None else Budget.full(len(ask), self.timeout)
+            parts = await calls.attempt(ask, 1, budget, resolved)
             if self.retry is None:
                 # Decoded by the task thread (module docstring), which also merges the
                 # cache's hits and hands the fill back to this loop (fill).
@@ -103,12 +98,10 @@ class ChunkResolver:
                 return resolved
             fetched = calls.settle(parts)
 
-            async def again(keys: pa.Array, number: int) -> ColumnarAnswer:
-                return calls.settle(await calls.attempt(keys, number, deadline, resolved))
+            async def again(keys: pa.Array, number: int, left: Budget | None) -> ColumnarAnswer:
+                return calls.settle(await calls.attempt(keys, number, left, resolved))
 
-            fetched, resolved.retries = await with_retries(
-                again, ask, fetched, self.retry, deadline
-            )
+            fetched, resolved.retries = await with_retries(again, ask, fetched, self.retry, budget)
         if store is not None and probe is not None:
             probe.fill(store, fetched, loop.time())
             resolved.answer = probe.merge(fetched, self.struct_type)

@@ -14,8 +14,10 @@ Semantics (those of the per-row join, see the README's table):
 
 * at most ``capacity`` rows are in flight (admitted and not yet handed out);
 * chunks are handed out in input order (ORDERED; under UNORDERED this is allowed too);
-* a row's timeout runs from its chunk's admission; a call not answered by then fails
-  its keys with :class:`~enrich.LookupTimeout` (rows answered in time keep their answer);
+* a row's timeout measures the store: each call has its own deadline, which moves on
+  while the call waits for a connection, a permit or a load
+  (:mod:`enrich.lookup.lane.source_calls`); a call not answered by then fails its keys
+  with :class:`~enrich.LookupTimeout` (rows answered in time keep their answer);
 * null keys join nothing and ask nothing; misses follow ``how``; errors follow
   ``on_error``; the metrics count rows, misses, null keys, errors, cache hits and
   requests as the per-row join does.

@@ -1,13 +1,20 @@
 """The columnar lane's calls to its source: one attempt for a chunk's keys, on the loop.
 
 An attempt splits the keys into calls of at most ``max_batch`` keys (one call when the
-source bounds its own requests), runs them concurrently until the chunk's deadline
-(which moves on while a rate limit holds the chunk's requests back, see
-:mod:`enrich.engine.mailbox.hold`), and returns their parts in key order: answers, or replies
-still to decode (:class:`Fetched`, from a source's ``fetch_arrow``).
-:meth:`LaneCalls.settle` turns the parts into one answer on whichever thread calls it.
-A call that raises, a decode step that raises, or a call still out at the deadline
-fails only its own keys.
+source bounds its own requests), runs them concurrently, and returns their parts in key
+order: answers, or replies still to decode (:class:`Fetched`, from a source's
+``fetch_arrow``). :meth:`LaneCalls.settle` turns the parts into one answer on whichever
+thread calls it. A call that raises, a decode step that raises, or a call still out at
+its deadline fails only its own keys.
+
+A timeout measures the store. Each call has its own deadline: it starts when the call
+starts and moves on while the call waits for something other than the store's answer
+(a pool's connection, a rate limit's permit, a full cache's load: whatever the source
+marks with :class:`~enrich.engine.mailbox.hold.held_back`, in the call's own
+:class:`~enrich.engine.mailbox.hold.Hold`). So rows queued behind our own requests never
+time out, while a call the store does not answer fails its keys after about the timeout.
+With retries a key's timeout covers all its calls and the waits between them: each call
+gets what is left of its keys' budget (:class:`Budget`).
 
 Imports no pyspark.
 """
@@ -20,10 +27,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..._errors import LookupTimeout
-from ...engine.mailbox.hold import Deadline
+from ...engine.clock import LoopClock
+from ...engine.mailbox.hold import Deadline, Hold, set_hold
 from ..contract.columnar_answer import (
     ColumnarAnswer,
     ColumnarSource,
@@ -66,6 +75,48 @@ class Resolved:
     probe: Any = None
 
 
+class Budget:
+    """What is left of each key's timeout, in seconds (aligned with the keys a chunk
+    asks its source for).
+
+    A key's timeout covers its calls to the store and the waits between its retries,
+    never its waits for a connection, a permit or a load: a call is charged its time
+    less the time its hold was held (:meth:`LaneCalls.attempt`), a retry the wait
+    before it (:func:`~enrich.lookup.lane.key_retries.with_retries`).
+    """
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: np.ndarray[Any, np.dtype[np.float64]]) -> None:
+        self.left = left
+
+    @classmethod
+    def full(cls, keys: int, seconds: float) -> Budget:
+        """``keys`` keys, each with the whole ``seconds``."""
+        return cls(np.full(keys, seconds, dtype=np.float64))
+
+    def seconds(self, start: int, stop: int) -> float:
+        """The time a call for the keys ``start:stop`` may take: the least that is left
+        to any of them."""
+        return float(self.left[start:stop].min())
+
+    def spend(self, start: int, stop: int, seconds: float) -> None:
+        """Charge the keys ``start:stop`` ``seconds``."""
+        self.left[start:stop] -= seconds
+
+    def due(self, position: int, now: float) -> float:
+        """When the key at ``position`` is out of time, as seen at ``now``."""
+        return now + float(self.left[position])
+
+    def take(self, positions: list[int]) -> Budget:
+        """The budget of the keys at ``positions`` (a copy, aligned with them)."""
+        return Budget(self.left[positions])
+
+    def put(self, positions: list[int], part: Budget) -> None:
+        """Write back what :meth:`take` took, after it was charged."""
+        self.left[positions] = part.left
+
+
 class LaneCalls:
     """How a lane asks its source (see the module docstring).
 
@@ -91,11 +142,13 @@ class LaneCalls:
         self.max_batch = max_batch
 
     async def attempt(
-        self, keys: pa.Array, number: int, deadline: Deadline | None, resolved: Resolved
+        self, keys: pa.Array, number: int, budget: Budget | None, resolved: Resolved
     ) -> list[Part]:
-        """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently; a
-        call that raises fails its keys, one still out at the deadline times them out;
-        cancelling the attempt (the lane closed) cancels its calls. The parts, in key
+        """One attempt for ``keys``: calls of at most ``max_batch`` keys, concurrently,
+        each with its own deadline (what is left of ``budget`` for its keys; None: no
+        timeout). A call that raises fails its keys, one still out at its deadline
+        times them out; cancelling the attempt (the lane closed) cancels its calls.
+        ``budget`` is charged what each call spent at the store. The parts, in key
         order, are still to settle (:meth:`settle`)."""
         loop = asyncio.get_running_loop()
         size = self.max_batch
@@ -105,24 +158,54 @@ class LaneCalls:
             # costs one GIL hand-over instead of one per request (measured: the decoder
             # releases the GIL and then waits up to the switch interval to get it back).
             size = max(1, len(keys))
-        slices = [keys.slice(start, size) for start in range(0, len(keys), size)]
-        calls = [loop.create_task(self._call(part, number, resolved)) for part in slices]
+        calls = [
+            loop.create_task(self._timed(keys, start, size, number, budget, resolved))
+            for start in range(0, len(keys), size)
+        ]
+        # gather cancels the calls when the attempt is cancelled; _timed raises nothing
+        # else.
+        return list(await asyncio.gather(*calls))
+
+    async def _timed(
+        self,
+        keys: pa.Array,
+        start: int,
+        size: int,
+        number: int,
+        budget: Budget | None,
+        resolved: Resolved,
+    ) -> Part:
+        """The call for ``keys[start:start + size]`` within its deadline; its part."""
+        part = keys.slice(start, size)
+        if budget is None:
+            try:
+                return await self._call(part, number, resolved)
+            except Exception as error:  # the call's own failure: its keys' outcome
+                return self.failed(part, error, number)
+        loop = asyncio.get_running_loop()
+        # The call's own hold, in this task's context (the call's task inherits it): a
+        # source marks its waits for a connection, a permit or a load in it
+        # (held_back), and they move this call's deadline alone.
+        hold = Hold(LoopClock(loop))
+        set_hold(hold)
+        began = loop.time()
+        stop = start + len(part)
+        deadline = Deadline(began, budget.seconds(start, stop), hold)
+        call = loop.create_task(self._call(part, number, resolved))
         try:
-            late = await wait_within(calls, deadline)
-        except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves them be
-            for call in calls:
-                call.cancel()
+            late = await wait_within([call], deadline)
+        except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves it be
+            call.cancel()
             raise
-        parts: list[Part] = []
-        for call, part in zip(calls, slices, strict=True):
-            if call in late:
-                call.cancel()
-                parts.append(self.failed(part, None, number))
-            elif call.exception() is not None:
-                parts.append(self.failed(part, call.exception(), number))
-            else:
-                parts.append(call.result())
-        return parts
+        finally:
+            budget.spend(start, stop, loop.time() - began - hold.held())
+        if late:
+            call.cancel()
+            return self.failed(part, None, number)
+        raised = call.exception()
+        if raised is not None:
+            return self.failed(part, raised, number)
+        return call.result()
 
     async def _call(self, keys: pa.Array, number: int, resolved: Resolved) -> Part:
         loop = asyncio.get_running_loop()

@@ -69,9 +69,11 @@ class LookupJoin(AsyncFunction):
             before (for the others the last outcome stands), never reads the cache.
         timeout: seconds a chunk's rows have, from admission to answer (give the
             operator the same timeout: its timer calls :meth:`timeout`), not counting
-            the time the run waited for a rate limit's permits (the operator's
-            :class:`~enrich.engine.mailbox.hold.Hold`). A row that times out leaves the request
-            its key shares with other chunks' rows.
+            the time the run's requests waited for a connection, a permit or a load
+            (the operator's :class:`~enrich.engine.mailbox.hold.Hold`: while any of
+            them waits, every chunk's deadline moves on; each connector bounds its own
+            requests, so a store that hangs still ends them). A row that times out
+            leaves the request its key shares with other chunks' rows.
         max_batch: keys per ``lookup_many`` call at most.
         clock: the time source (default: the running loop's).
 

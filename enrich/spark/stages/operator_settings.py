@@ -50,8 +50,9 @@ class OperatorSettings:
         capacity: rows in flight per task at most (back-pressure beyond that); None:
             the face's default (131072 rows for a lookup join, whose rows share batched
             requests; 100 for an async map, one call per row).
-        timeout: seconds per row from admission to its final answer, retries included
-            (None: no limit).
+        timeout: seconds a row's lookup may spend at the store, retries' waits included;
+            waits for capacity, a connection, a permit or a load never count (None: no
+            limit).
         retry: a :class:`~enrich.RetryStrategy`, or None.
         on_error: what a failed row becomes: "fail" (the task fails), "null" (null
             fields), "drop" (no row; not in SQL), "error_column" (null fields and the
