@@ -48,8 +48,10 @@ class MySqlLookup(SqlLookup):
         query: instead of ``table``: a ``SELECT`` with one ``:keys`` parameter (a list:
             ``WHERE u.id IN (:keys)``) returning the key column and the schema's fields.
         max_batch: most keys per statement (``DEFAULT_MAX_BATCH``, 500, when None).
-        key, schema, full_query, password, pool_size, max_lifetime, timeout,
-            job_rate_limit, concurrency: as :class:`connectors.sql.SqlLookup` takes them.
+
+    The other keyword arguments (``key``, ``schema``, ``full_query``, ``password``,
+    ``pool_size``, ``max_lifetime``, ``timeout``, ``job_rate_limit``, ``concurrency``)
+    are :class:`connectors.sql.SqlLookup`'s.
     """
 
     kind = "mysql"

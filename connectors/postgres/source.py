@@ -48,9 +48,11 @@ class PostgresLookup(SqlLookup):
         query: instead of ``table``: a ``SELECT`` with one ``:keys`` parameter (an
             array: ``WHERE u.id = ANY(:keys)``) returning the key column and the
             schema's fields by name.
-        key, schema, full_query, password, pool_size, max_lifetime, timeout, max_batch
-            (``connectors.sql.DEFAULT_MAX_BATCH`` keys), job_rate_limit, concurrency:
-            as :class:`connectors.sql.SqlLookup` takes them.
+
+    The other keyword arguments (``key``, ``schema``, ``full_query``, ``password``,
+    ``pool_size``, ``max_lifetime``, ``timeout``, ``max_batch``: default
+    ``connectors.sql.DEFAULT_MAX_BATCH`` keys, ``job_rate_limit``, ``concurrency``) are
+    :class:`connectors.sql.SqlLookup`'s.
     """
 
     kind = "postgres"

@@ -72,9 +72,9 @@ def register_async_udf(
             :class:`~enrich.AsyncFunction`, or with ``batch_size`` ``async def
             fn(rows: list[dict]) -> list``.
         returns: the struct's fields, as Spark DDL (``"score double, label string"``).
-        batch_size / batch_wait / settings, and the knobs capacity / timeout / retry /
-            job_rate_limit / concurrency: as for :func:`enrich.spark.async_map` (rows
-            keep their order: no mode).
+        batch_size: with ``batch_wait``, ``settings`` and the knobs ``capacity``,
+            ``timeout``, ``retry``, ``job_rate_limit``, ``concurrency``: as for
+            :func:`enrich.spark.async_map` (rows keep their order: no mode).
         on_error: "fail", "null" or "error_column" (a SQL function cannot drop a row).
         error_column: the struct field holding the reason under "error_column".
         arguments: the names of the function's arguments, in order, when it is called

@@ -85,9 +85,9 @@ def register_lookup_join(
         input: the columns of the tables it will be given: a DataFrame, the name of a
             table or view, or a schema. ``TABLE(...)`` arguments must have exactly these
             columns (names and order).
-        on / how / cache / max_batch / prefix / settings, and the knobs capacity /
-            timeout / retry / on_error / error_column: as for
-            :func:`enrich.spark.lookup_join` (rows keep their order: no mode).
+        on: with ``how``, ``cache``, ``max_batch``, ``prefix``, ``settings`` and the
+            knobs ``capacity``, ``timeout``, ``retry``, ``on_error``, ``error_column``:
+            as for :func:`enrich.spark.lookup_join` (rows keep their order: no mode).
 
     Returns:
         The registered table function (callable on a DataFrame's ``asTable()`` too).
