@@ -143,3 +143,36 @@ async def test_the_per_row_join_still_times_out_a_call_at_the_store() -> None:
     with pytest.raises(LookupTimeout):
         await drive(clock, rows())
     assert clock.now() == 1.5  # key 2's call went at 0.5 s, after key 1's
+
+
+@pytest.mark.asyncio
+async def test_the_per_row_join_times_out_a_hung_call_while_others_wait_behind_it() -> None:
+    clock = FakeClock()
+    # Key 2's call holds the only connection and is never answered; key 3 waits for it.
+    # Key 2 times out after its own second at the store (at 1.5 s), which frees the
+    # connection: key 3 is answered at 2.0 s.
+    source = FakeSource({1: ("a",), 3: ("c",)}, clock=clock, latency=0.5, connections=1, never=[2])
+    it = lookup_chunks_async(
+        [("c", [1, 2, 3])],
+        source,
+        clock=clock,
+        timeout=1.0,
+        max_batch=1,
+        on_error="error_column",
+    )
+
+    async def rows() -> list[Any]:
+        out = []
+        async for chunk in it:
+            out += list(zip(chunk.rows, chunk.errors or [], strict=True))
+        return out
+
+    out = await drive(clock, rows())
+
+    assert out == [
+        (("a",), None),
+        (None, "timeout: record 2 timed out after 1s (1 attempt(s))"),
+        (("c",), None),
+    ]
+    assert clock.now() == 2.0
+    assert it.function.statistics().timeouts == 1

@@ -44,13 +44,15 @@ class Hold:
     Guarantees: :meth:`held` is the total time, up to now, during which at least one
     :meth:`begin` was not yet matched by its :meth:`end` (overlapping waits count once);
     the callbacks given to :meth:`when_released` run once, when the spell under way
-    ends (at once if none is), unless cancelled.
+    ends (at once if none is), unless cancelled. A hold with a ``parent`` (one request's
+    hold inside its run's) marks every wait in the parent too.
     """
 
-    __slots__ = ("_clock", "_released", "_since", "_total", "_waiting")
+    __slots__ = ("_clock", "_parent", "_released", "_since", "_total", "_waiting")
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, parent: Hold | None = None) -> None:
         self._clock = clock
+        self._parent = parent
         self._waiting = 0
         self._since = 0.0
         self._total = 0.0
@@ -61,9 +63,13 @@ class Hold:
         if not self._waiting:
             self._since = self._clock.now()
         self._waiting += 1
+        if self._parent is not None:
+            self._parent.begin()
 
     def end(self) -> None:
         """A wait started by :meth:`begin` is over."""
+        if self._parent is not None:
+            self._parent.end()
         self._waiting -= 1
         if self._waiting:
             return

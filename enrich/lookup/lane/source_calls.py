@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ import pyarrow as pa
 from ..._errors import LookupTimeout
 from ...engine.clock import LoopClock
 from ...engine.mailbox.hold import Deadline, Hold, set_hold
+from ...engine.mailbox.within import wait_within
 from ..contract.columnar_answer import (
     ColumnarAnswer,
     ColumnarSource,
@@ -186,14 +186,15 @@ class LaneCalls:
         # The call's own hold, in this task's context (the call's task inherits it): a
         # source marks its waits for a connection, a permit or a load in it
         # (held_back), and they move this call's deadline alone.
-        hold = Hold(LoopClock(loop))
+        clock = LoopClock(loop)
+        hold = Hold(clock)
         set_hold(hold)
         began = loop.time()
         stop = start + len(part)
         deadline = Deadline(began, budget.seconds(start, stop), hold)
         call = loop.create_task(self._call(part, number, resolved))
         try:
-            late = await wait_within([call], deadline)
+            late = await wait_within([call], deadline, clock)
         except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves it be
             call.cancel()
             raise
@@ -252,43 +253,6 @@ class LaneCalls:
                 else LookupTimeout(key, self.timeout if self.timeout is not None else 0.0, number)
             )
         return ColumnarAnswer(pa.nulls(len(listed), type=self.struct_type), errors)
-
-
-async def wait_within(
-    calls: Sequence[asyncio.Task[Part]], deadline: Deadline | None
-) -> set[asyncio.Task[Part]]:
-    """Wait until every call is done or ``deadline`` falls; the calls still out then.
-    While the deadline's hold holds the chunk back, only the calls' end or the hold's
-    release is awaited: the deadline moves on meanwhile."""
-    loop = asyncio.get_running_loop()
-    pending: set[asyncio.Future[Any]] = set(calls)
-    while pending:
-        if deadline is None:
-            await asyncio.wait(pending)
-            return set()
-        hold = deadline.hold
-        if hold is not None and hold.is_held():
-            released: asyncio.Future[None] = loop.create_future()
-            waiter = hold.when_released(partial(_resolve_once, released))
-            try:
-                _, pending = await asyncio.wait(
-                    pending | {released}, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                waiter.cancel()
-                released.cancel()
-            pending.discard(released)
-            continue
-        remaining = deadline.at() - loop.time()
-        if remaining <= 0:
-            break
-        _, pending = await asyncio.wait(pending, timeout=remaining)
-    return pending  # type: ignore[return-value]
-
-
-def _resolve_once(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _check_length(answer: ColumnarAnswer, keys: pa.Array) -> None:

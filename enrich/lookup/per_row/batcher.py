@@ -6,6 +6,13 @@ so that keys admitted together (several chunks, a round of retries) share reques
 Each request is one task on the join's loop, calling the source's ``lookup_each`` (its
 answers are handed back part by part, as they arrive) or else ``lookup_many``. Answers
 and errors go back to the join through two callbacks, on the loop thread.
+
+With a timeout, each request has its own deadline, which starts with the request and
+moves on while the request waits for a connection, a permit or a load (its own
+:class:`~enrich.engine.mailbox.hold.Hold`, whose waits mark the run's hold too): a
+request still out at its deadline is cancelled and its unanswered keys time out
+(:class:`~enrich.LookupTimeout`), so a request the store never answers cannot keep the
+requests queued behind it waiting.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..._errors import LookupTimeout
 from ...engine.clock import Clock
-from ...engine.mailbox.hold import Hold, set_hold
+from ...engine.mailbox.hold import Deadline, Hold, set_hold
+from ...engine.mailbox.within import wait_within
 from ...engine.records.call_metrics import JoinMetrics
 from ..contract.lookup_source import LookupSource, hands_over_each
 from .registry import Registry
@@ -52,6 +61,7 @@ class Batcher:
         "_requests",
         "_scheduled",
         "_source",
+        "_timeout",
         "max_batch",
         "pending",
     )
@@ -81,13 +91,23 @@ class Batcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clock: Clock | None = None
         self._hold: Hold | None = None
+        self._timeout: float | None = None
         self._requests: set[asyncio.Task[None]] = set()
 
-    def open(self, loop: asyncio.AbstractEventLoop, clock: Clock, hold: Hold | None = None) -> None:
-        """Send requests on ``loop``; a rate limit's waits in them mark ``hold``."""
+    def open(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        clock: Clock,
+        hold: Hold | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Send requests on ``loop``; their waits for a connection, a permit or a load
+        mark ``hold``; each request has ``timeout`` seconds at the store (None: no
+        limit)."""
         self._loop = loop
         self._clock = clock
         self._hold = hold
+        self._timeout = timeout
 
     def close(self) -> None:
         """Cancel the requests in flight and drop the pending keys."""
@@ -122,8 +142,6 @@ class Batcher:
             request.add_done_callback(self._requests.discard)
 
     async def _request(self, keys: list[Any]) -> None:
-        if self._hold is not None:
-            set_hold(self._hold)  # this task's own context: whatever scheduled it
         metrics = self._metrics
         clock = self._clock
         assert clock is not None
@@ -131,23 +149,55 @@ class Batcher:
         metrics.keys_requested += len(keys)
         if self._counts:
             self._registry.count_attempts(keys)
+        left = dict.fromkeys(keys)  # the keys not handed over yet
+        if self._timeout is None:
+            if self._hold is not None:
+                set_hold(self._hold)  # this task's own context: whatever scheduled it
+            await self._ask(keys, left)
+            return
+        # The request's own hold, in this task's context (the call's task inherits it).
+        hold = Hold(clock, parent=self._hold)
+        set_hold(hold)
+        started = clock.now()
+        call = asyncio.get_running_loop().create_task(self._ask(keys, left))
+        try:
+            late = await wait_within([call], Deadline(started, self._timeout, hold), clock)
+        except asyncio.CancelledError:  # the join was closed
+            call.cancel()
+            raise
+        if not late:
+            return
+        call.cancel()
+        if left:  # the store did not answer them in time
+            metrics.latency.record(clock.now() - started)
+            attempt, timeout = self._registry.attempt, self._timeout
+            late_keys = list(left)
+            left.clear()
+            self._answered(late_keys, {k: LookupTimeout(k, timeout, attempt(k)) for k in late_keys})
+
+    async def _ask(self, keys: list[Any], left: dict[Any, None]) -> None:
+        """Ask the source for ``keys`` and hand its answers over; ``left`` loses each key
+        handed over."""
+        clock = self._clock
+        assert clock is not None
         started = clock.now()
         if hands_over_each(self._source):
-            await self._request_each(keys, started)
+            await self._request_each(keys, started, left)
             return
         try:
             found = await self._source.lookup_many(keys)
         except Exception as exc:
-            metrics.latency.record(clock.now() - started)
+            self._metrics.latency.record(clock.now() - started)
+            left.clear()
             self._failed(keys, exc)
             return
-        metrics.latency.record(clock.now() - started)
+        self._metrics.latency.record(clock.now() - started)
+        left.clear()
         self._answered(keys, found)
 
-    async def _request_each(self, keys: list[Any], started: float) -> None:
+    async def _request_each(self, keys: list[Any], started: float, left: dict[Any, None]) -> None:
         """Hand over the answers of a source's ``lookup_each`` as they arrive; keys never
         answered are misses, and keys not answered when it raises fail with the error."""
-        left = dict.fromkeys(keys)
         error: Exception | None = None
         try:
             answers = self._source.lookup_each(keys)  # type: ignore[attr-defined]
@@ -167,7 +217,9 @@ class Batcher:
         self._metrics.latency.record(clock.now() - started)
         if not left:
             return
+        rest = list(left)
+        left.clear()
         if error is None:
-            self._answered(list(left), {})
+            self._answered(rest, {})
         else:
-            self._failed(list(left), error)
+            self._failed(rest, error)

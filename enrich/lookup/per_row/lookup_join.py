@@ -161,7 +161,7 @@ class LookupJoin(AsyncFunction):
         # The operator's run's hold (None when driven otherwise): the time a rate limit
         # holds the requests back moves the chunks' deadlines on.
         self._hold = current_hold()
-        self._batcher.open(loop, self._clock, self._hold)
+        self._batcher.open(loop, self._clock, self._hold, self._timeout)
         if isinstance(self.cache, LookupCache):
             self._store = self.cache.storage(cache_scope(self.source))
         self._settler.open(self._clock, self._store, self._hold)
