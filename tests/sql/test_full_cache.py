@@ -151,6 +151,6 @@ def test_a_load_past_load_timeout_fails_in_one_line_naming_the_store_and_the_bou
         list(lookup_rows([{"user_id": 1}], users, on="user_id", cache=cache))
     message = str(raised.value)
     assert "\n" not in message
-    assert f"load_timeout=0.5s" in message and store.name in message
+    assert "load_timeout=0.5s" in message and store.name in message
     assert store.server.password not in message
     run_sync(FullCacheSource(users, cache).aclose, timeout=30)
