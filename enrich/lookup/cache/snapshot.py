@@ -10,8 +10,9 @@ into a :class:`SnapshotBuilder`. A page is either Arrow (a table whose first col
 the store keys, unique across the scan, and whose other columns are the schema's fields:
 a relational table read by ``COPY``, for instance) or a ``{store key: answer}`` mapping.
 Arrow pages are kept as they come and concatenated once at the end, so the bulk of a
-load never becomes Python objects; integer keys go into a NumPy hash table
-(:class:`~enrich.lookup.cache.ints.IntKeys`), other keys into a dict. Imports no pyspark.
+load never becomes Python objects; integer keys go into a NumPy index (direct address
+for keys as dense as ids, else :class:`~enrich.lookup.cache.ints.IntKeys`), other keys
+into a dict. Imports no pyspark.
 """
 
 from __future__ import annotations
@@ -33,54 +34,88 @@ from .full import DimensionTooLarge, FullCache
 from .ints import IntKeys
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Integer keys spanning at most this many values per key are indexed by direct address.
+_DENSE = 4
 
 
 class KeyIndex:
-    """Store keys -> their row's position (each key once): integer keys held in an
-    :class:`IntKeys` table, probed in C; other keys in a dict."""
+    """Store keys -> their row's position (each key once).
 
-    __slots__ = ("_ints", "_map", "_size")
+    Integer keys are found in C: keys spanning a range at most :data:`_DENSE` times
+    their number (ids, as a table's keys mostly are) by direct address, one int32 slot
+    per value of the range; sparser ones in an :class:`IntKeys` hash table. Other keys
+    (text, bytes, composite) are held in a dict.
+    """
+
+    __slots__ = ("_dense", "_ints", "_low", "_map", "_size")
 
     def __init__(self, keys: pa.Array | Sequence[Any]) -> None:
+        self._dense: np.ndarray | None = None
+        self._low = 0
         self._ints: IntKeys | None = None
         self._map: dict[Any, int] = {}
         self._size = len(keys)
         if isinstance(keys, pa.Array) and pa.types.is_integer(keys.type) and keys.null_count == 0:
-            values = keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            self._ints = IntKeys(expected=len(values))
-            self._ints.put(values, np.arange(len(values), dtype=np.int64), np.inf)
+            self._index_ints(keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
             return
         listed = keys.to_pylist() if isinstance(keys, pa.Array) else keys
         self._map = dict(zip(listed, range(len(listed)), strict=True))
+
+    def _index_ints(self, values: np.ndarray) -> None:
+        places = np.arange(len(values), dtype=np.int64)
+        if len(values):
+            low, high = int(values.min()), int(values.max())
+            if high - low < _DENSE * len(values) and len(values) < 2**31:
+                self._low = low
+                self._dense = np.full(high - low + 1, -1, np.int32)
+                self._dense[values - low] = places
+                return
+        self._ints = IntKeys(expected=len(values))
+        self._ints.put(values, places, np.inf)
 
     def __len__(self) -> int:
         return self._size
 
     def nbytes(self) -> int:
         """About the bytes the index holds (a dict's keys themselves not counted)."""
+        if self._dense is not None:
+            return int(self._dense.nbytes)
         if self._ints is not None:
             return self._ints.nbytes()
         return sys.getsizeof(self._map)
 
     def positions(self, store_keys: Sequence[Any]) -> np.ndarray:
         """Each key's row (int64), -1 where absent (a key that is None never matches)."""
-        ints = self._ints
-        if ints is None:
+        if self._dense is None and self._ints is None:
             found = self._map.get
             return np.fromiter(
                 (-1 if (at := found(key)) is None else at for key in store_keys),
                 np.int64,
                 len(store_keys),
             )
-        try:
-            values = np.fromiter(store_keys, np.int64, len(store_keys))
-        except (TypeError, ValueError, OverflowError):  # a key that is no int64: a miss
-            fit = [type(k) is int and _INT64_MIN <= k <= _INT64_MAX for k in store_keys]
-            values = np.array([k if ok else 0 for k, ok in zip(store_keys, fit, strict=True)])
-            places = ints.find(values.astype(np.int64))
-            places[~np.array(fit, np.bool_)] = -1
-            return places
-        return ints.find(values)
+        if set(map(type, store_keys)) <= {int}:  # no str, float or bool read as a number
+            try:
+                return self._find(np.fromiter(store_keys, np.int64, len(store_keys)))
+            except OverflowError:
+                pass
+        fits = [type(k) is int and _INT64_MIN <= k <= _INT64_MAX for k in store_keys]
+        values = np.fromiter(
+            (k if ok else 0 for k, ok in zip(store_keys, fits, strict=True)), np.int64, len(fits)
+        )
+        places = self._find(values)
+        places[~np.array(fits, np.bool_)] = -1  # a key that is no int64: a miss
+        return places
+
+    def _find(self, values: np.ndarray) -> np.ndarray:
+        dense = self._dense
+        if dense is None:
+            assert self._ints is not None
+            return self._ints.find(values)
+        at = values - self._low  # wraps for keys far out of range: caught by the bound
+        inside = (values >= self._low) & (at >= 0) & (at < len(dense))
+        places = np.full(len(values), -1, np.int64)
+        places[inside] = dense[at[inside]]
+        return places
 
 
 @dataclass(frozen=True, eq=False)
