@@ -56,7 +56,7 @@ class KeyIndex:
         self._map: dict[Any, int] = {}
         self._size = len(keys)
         if isinstance(keys, pa.Array) and pa.types.is_integer(keys.type) and keys.null_count == 0:
-            self._index_ints(keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+            self._index_ints(_int64s(keys))
             return
         listed = keys.to_pylist() if isinstance(keys, pa.Array) else keys
         self._map = dict(zip(listed, range(len(listed)), strict=True))
@@ -116,6 +116,17 @@ class KeyIndex:
         places = np.full(len(values), -1, np.int64)
         places[inside] = dense[at[inside]]
         return places
+
+
+def _int64s(keys: pa.Array) -> np.ndarray:
+    """An integer array without nulls as int64 NumPy values, read from its buffer
+    (``to_numpy`` would import pandas: a second of a worker's first load)."""
+    if keys.type != pa.int64():
+        keys = pc.cast(keys, pa.int64())
+    values: np.ndarray = np.frombuffer(
+        keys.buffers()[1], np.int64, count=len(keys), offset=keys.offset * 8
+    )
+    return values
 
 
 @dataclass(frozen=True, eq=False)
