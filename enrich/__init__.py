@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         DimensionTooLarge as DimensionTooLarge,
         FullCache as FullCache,
         FullCacheStatistics as FullCacheStatistics,
+        LoadTimedOut as LoadTimedOut,
     )
     from .lookup.cache.full_source import FullCacheSource as FullCacheSource
     from .lookup.cache.lookup_cache import (
@@ -99,6 +100,7 @@ _LAZY: dict[str, str] = {
     "DimensionTooLarge": ".lookup.cache.full",
     "FullCache": ".lookup.cache.full",
     "FullCacheStatistics": ".lookup.cache.full",
+    "LoadTimedOut": ".lookup.cache.full",
     "FullCacheSource": ".lookup.cache.full_source",
     "lookup_chunks": ".lookup.iterators",
     "lookup_chunks_async": ".lookup.iterators",
@@ -163,6 +165,7 @@ __all__ = (
     "DecodeError",
     "SchemaError",
     "DimensionTooLarge",
+    "LoadTimedOut",
 )
 
 

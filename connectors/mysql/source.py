@@ -8,11 +8,12 @@ from typing import Any, TypeVar
 
 import aiomysql
 
-from connectors.sql import Column, SqlLookup, SqlSettings, dimension_pages
+from connectors.sql import Column, SqlLookup, SqlSettings
 
 from . import pool as pools
 from .describe import MYSQL_TYPES
 from .errors import DRIVER_ERRORS, is_connection_lost, translate
+from .scan import scan_pages
 
 __all__ = ("MySqlLookup",)
 
@@ -93,9 +94,11 @@ class MySqlLookup(SqlLookup):
 
     # -- the full cache (ListableSource) ------------------------------------------------
 
-    async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
+    async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Any, int]]:
         """The whole dimension ordered by key, in pages of about ``page_rows`` rows, read
-        by one unbuffered statement (rows streamed, one consistent read).
+        by one unbuffered statement (rows streamed, one consistent read): Arrow tables
+        where every key has one plain row, else ``{store key: answer}`` (see
+        ``connectors.mysql.scan``).
 
         Raises:
             LookupFailed: the server failed (the load is abandoned; the cache keeps its
@@ -117,7 +120,7 @@ class MySqlLookup(SqlLookup):
                             return
                         yield list(page)
 
-                async for answers in dimension_pages(self._reader, pages(), page_rows):
+                async for answers in scan_pages(self._reader, pages(), page_rows):
                     yield answers
         except DRIVER_ERRORS as exc:
             raise translate(exc, settings) from exc

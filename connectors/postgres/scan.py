@@ -2,7 +2,8 @@
 
 A load reads one snapshot of the table, in one statement, handed over in pages of about
 ``page_rows`` keys. The lookups' ``timeout`` does not bound it (the transaction lifts
-``statement_timeout``); :data:`LOAD_TIMEOUT` does, on the client.
+``statement_timeout``); the full cache's ``load_timeout`` does, and :data:`LOAD_TIMEOUT`
+is the driver's own backstop.
 
 Three ways, the first that applies:
 
@@ -10,10 +11,12 @@ Three ways, the first that applies:
   a ``string``, an integer, a ``double``, a ``boolean`` or a ``date`` read from a column
   of that very type (``Plan.identity``): ``COPY (SELECT ...) TO STDOUT (FORMAT csv)``,
   parsed by Arrow's CSV reader with the types given (an unquoted empty field is NULL, a
-  quoted one the empty string; ``t``/``f``; ``NaN``/``Infinity``), then handed over a
-  page at a time. PostgreSQL prints text far faster than a driver decodes records, so
-  this reads the table at about the speed of a plain ``COPY``. Reading it in one
-  statement also reads one snapshot;
+  quoted one the empty string; ``t``/``f``; ``NaN``/``Infinity``) on Arrow's threads,
+  off the loop, and handed over as one Arrow table (the key column, then the fields):
+  no Python object per row. PostgreSQL prints text far faster than a driver decodes
+  records, so this reads the table at about the speed of a plain ``COPY``. Reading it
+  in one statement also reads one snapshot. (A composite key's rows are handed over as
+  pages of ``{key: row tuple}``.);
 * the **bulk** way, for the same keys with other field types (a unique index holds the
   key, so there is one row per key and the statement has no ``ORDER BY``; an int or
   text key; ``Plan.identity``): a server-side cursor (``FETCH`` of ``page_rows`` rows),
@@ -26,6 +29,7 @@ Three ways, the first that applies:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -68,8 +72,9 @@ def copy_types(plan: Plan, reader: RowReader) -> dict[str, pa.DataType] | None:
 
 async def copy_pages(
     handle: Handle, plan: Plan, types: dict[str, pa.DataType], width: int, page_rows: int
-) -> AsyncIterator[tuple[dict[Any, Any], int]]:
-    """The COPY path (module docstring)."""
+) -> AsyncIterator[tuple[Any, int]]:
+    """The COPY path (module docstring): one Arrow page (the key column, then the
+    fields) for a one-column key; ``{key: row tuple}`` pages for a composite key."""
     assert plan.full_sql is not None
     chunks: list[bytes] = []
 
@@ -79,12 +84,28 @@ async def copy_pages(
     async with handle.connection() as conn, conn.transaction(readonly=True):
         await conn.execute("SET LOCAL statement_timeout = 0")
         await conn.copy_from_query(plan.full_sql, output=keep, format="csv", timeout=LOAD_TIMEOUT)
-    data = b"".join(chunks)
-    chunks.clear()
-    if not data:
+    size = sum(map(len, chunks))
+    if not size:
         return
-    table = pacsv.read_csv(
-        pa.BufferReader(data),
+    # Arrow's reader parses on its own threads; off the loop, which keeps answering.
+    table = await asyncio.to_thread(_parse, chunks, types)
+    chunks.clear()
+    if width == 1:
+        yield table, size
+        return
+    per_row = size / max(1, table.num_rows)
+    for start in range(0, table.num_rows, page_rows):
+        page = table.slice(start, page_rows)
+        columns = [column.to_pylist() for column in page.columns]
+        keys = list(zip(*columns[:width], strict=True))
+        rows = zip(*columns[width:], strict=True)
+        yield dict(zip(keys, rows, strict=True)), int(per_row * page.num_rows)
+
+
+def _parse(chunks: list[bytes], types: dict[str, pa.DataType]) -> pa.Table:
+    """The CSV text of a COPY as a table of ``types``."""
+    return pacsv.read_csv(
+        pa.BufferReader(b"".join(chunks)),
         read_options=pacsv.ReadOptions(column_names=list(types)),
         parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=pacsv.ConvertOptions(
@@ -96,13 +117,6 @@ async def copy_pages(
             false_values=["f"],
         ),
     )
-    per_row = len(data) / max(1, table.num_rows)
-    for start in range(0, table.num_rows, page_rows):
-        page = table.slice(start, page_rows)
-        columns = [column.to_pylist() for column in page.columns]
-        keys = columns[0] if width == 1 else list(zip(*columns[:width], strict=True))
-        rows = zip(*columns[width:], strict=True)
-        yield dict(zip(keys, rows, strict=True)), int(per_row * page.num_rows)
 
 
 def _column_bytes(column: Sequence[Any]) -> int:
@@ -123,8 +137,9 @@ def bulk_page(page: Sequence[Any], width: int) -> tuple[dict[Any, Any], int]:
 
 async def scan_pages(
     handle: Handle, plan: Plan, reader: RowReader, page_rows: int
-) -> AsyncIterator[tuple[dict[Any, Any], int]]:
-    """Yield ``({store key: answer}, bytes)`` pages of the whole dimension.
+) -> AsyncIterator[tuple[Any, int]]:
+    """Yield ``(page, bytes)`` pages of the whole dimension: an Arrow table (the COPY
+    path's, key column first) or ``{store key: answer}``.
 
     Raises:
         ValueError: the query form without ``full_query``.

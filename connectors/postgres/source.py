@@ -112,10 +112,10 @@ class PostgresLookup(SqlLookup):
 
     # -- the full cache (ListableSource) ------------------------------------------------
 
-    async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
-        """The whole dimension in pages of about ``page_rows`` rows, read through one
-        server-side cursor in one read-only transaction (one snapshot of the table); see
-        ``connectors.postgres.scan``.
+    async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Any, int]]:
+        """The whole dimension, read by one statement in one read-only transaction (one
+        snapshot of the table): one Arrow table by ``COPY``, or pages of about
+        ``page_rows`` rows through a server-side cursor; see ``connectors.postgres.scan``.
 
         Raises:
             LookupFailed: the server failed (the load is abandoned; the cache keeps its

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from enrich import FullCache, FullCacheSource, Schema
+from enrich import FullCache, FullCacheSource, LoadTimedOut, Schema, lookup_rows
 from enrich.testing import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
@@ -99,3 +101,87 @@ def test_next_reload() -> None:
 def test_bad_settings_are_named(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         FullCache(**settings)
+
+
+class GatedStore(Store):
+    """A store whose scan waits for the test to open its gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scanning = threading.Event()
+        self.gate: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[Any, Any], int]]:
+        self.gate, self.loop = asyncio.Event(), asyncio.get_running_loop()
+        self.scanning.set()
+        await self.gate.wait()
+        async for page in super().scan_dimension(page_rows):
+            yield page
+
+    def open(self) -> None:
+        assert self.loop is not None and self.gate is not None
+        self.loop.call_soon_threadsafe(self.gate.set)
+
+
+def test_rows_waiting_for_the_first_load_are_held_back_never_timed_out() -> None:
+    store = GatedStore()
+    store.rows = {1: ("a",), 2: ("b",)}
+    clock = FakeClock()
+    rows = [{"k": 1}, {"k": 2}, {"k": 3}]
+    with ThreadPoolExecutor(1) as pool:
+        joined = pool.submit(
+            lambda: list(
+                lookup_rows(rows, store, on="k", cache=FullCache(), timeout=1.0, clock=clock)
+            )  # type: ignore[arg-type]
+        )
+        assert store.scanning.wait(10)
+        clock.advance(30.0)  # the load takes 30 s of the rows' 1 s timeout
+        store.open()
+        out = joined.result(timeout=20)
+    assert [row["value"] for row in out] == ["a", "b", None]
+
+
+def test_a_load_past_its_bound_fails_the_rows_waiting_for_it_in_one_line() -> None:
+    store = GatedStore()
+    clock = FakeClock()
+    with ThreadPoolExecutor(1) as pool:
+        joined = pool.submit(
+            lambda: list(
+                lookup_rows(
+                    [{"k": 1}],
+                    store,
+                    on="k",
+                    cache=FullCache(load_timeout=60),
+                    timeout=1.0,
+                    clock=clock,
+                )  # type: ignore[arg-type]
+            )
+        )
+        assert store.scanning.wait(10)
+        clock.advance(59.0)
+        assert not joined.done()
+        clock.advance(1.0)
+        with pytest.raises(
+            LoadTimedOut, match=r"^full cache of .*: the load did not end within load_timeout=60s"
+        ):
+            joined.result(timeout=20)
+
+
+def test_concurrent_joins_of_one_process_wait_for_one_load() -> None:
+    store = GatedStore()
+    store.rows = {1: ("a",)}
+    cache = FullCache()
+
+    def join() -> list[dict[str, Any]]:
+        return list(lookup_rows([{"k": 1}], store, on="k", cache=cache))  # type: ignore[arg-type]
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(join)
+        assert store.scanning.wait(10)
+        second = pool.submit(join)  # a second task of the process, while the load runs
+        store.open()
+        assert first.result(timeout=20)[0]["value"] == second.result(timeout=20)[0]["value"] == "a"
+    assert store.scans == 1
+    later = join()  # a later task (or micro-batch) reads the same snapshot
+    assert later[0]["value"] == "a" and store.scans == 1

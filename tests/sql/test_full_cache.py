@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from enrich import FullCache, FullCacheSource
+from enrich import FullCache, FullCacheSource, LoadTimedOut, lookup_rows
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
 from tests.sql.conftest import Store
@@ -79,3 +79,78 @@ def test_the_snapshot_serves_while_the_database_is_down_and_reloads_after(
         assert stats(source).loads == 2
     finally:
         run_sync(source.aclose, timeout=10)
+
+
+MILLION = 1_000_000
+_MILLION_SQL = {
+    "postgres": (
+        "DROP TABLE IF EXISTS million; CREATE TABLE million (id bigint PRIMARY KEY, "
+        "name text, tier text, credit double precision); INSERT INTO million SELECT i, "
+        "'user-' || i, (ARRAY['gold','silver','bronze'])[1 + i % 3], (i % 1000) / 10.0 "
+        f"FROM generate_series(1, {MILLION}) i"
+    ),
+    "mysql": (
+        "DROP TABLE IF EXISTS million; CREATE TABLE million (id BIGINT PRIMARY KEY, "
+        "name TEXT, tier TEXT, credit DOUBLE); INSERT INTO million SELECT seq, "
+        "CONCAT('user-', seq), ELT(1 + seq % 3, 'gold', 'silver', 'bronze'), "
+        f"(seq % 1000) / 10.0 FROM seq_1_to_{MILLION}"
+    ),
+}
+
+
+@pytest.mark.timeout(300)
+def test_a_million_rows_on_the_defaults_load_once_and_enrich_every_row(store: Store) -> None:
+    # FullCache() and the join's defaults (its row timeout included): the load is the
+    # cache's own business, bounded by load_timeout, never a row's.
+    store.server.sql(_MILLION_SQL[store.name])
+    users = store.lookup(
+        store.url, table="million", key="id", schema="name string, tier string, credit double"
+    )
+    cache = FullCache()
+    keys = [(i * 7919) % (MILLION + 500) for i in range(20_000)]  # a few beyond the table
+    rows = list(lookup_rows(({"user_id": k} for k in keys), users, on="user_id", cache=cache))
+    source = FullCacheSource(users, cache)  # the join's cache, by its token
+    try:
+        assert len(rows) == len(keys)
+        for row in rows:
+            k = row["user_id"]
+            if 1 <= k <= MILLION:
+                tier = ("gold", "silver", "bronze")[k % 3]
+                assert (row["name"], row["tier"], row["credit"]) == (
+                    f"user-{k}",
+                    tier,
+                    (k % 1000) / 10,
+                )
+            else:
+                assert row["name"] is None
+        loaded = stats(source)
+        assert (loaded.loads, loaded.rows) == (1, MILLION)
+        assert loaded.memory > 0
+    finally:
+        run_sync(source.aclose, timeout=30)
+        store.server.sql("DROP TABLE million")
+
+
+def test_a_load_past_load_timeout_fails_in_one_line_naming_the_store_and_the_bound(
+    store: Store,
+) -> None:
+    slow_full = (
+        "SELECT id, name FROM users, pg_sleep(5)"
+        if store.name == "postgres"
+        else "SELECT id, name FROM users WHERE SLEEP(5) = 0"
+    )
+    users = store.lookup(
+        store.url,
+        query=f"SELECT id, name FROM users WHERE id {store.in_keys}",
+        full_query=slow_full,
+        key="id",
+        schema="name string",
+    )
+    cache = FullCache(load_timeout=0.5)
+    with pytest.raises(LoadTimedOut) as raised:
+        list(lookup_rows([{"user_id": 1}], users, on="user_id", cache=cache))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "load_timeout=0.5s" in message and store.name in message
+    assert store.server.password not in message
+    run_sync(FullCacheSource(users, cache).aclose, timeout=30)

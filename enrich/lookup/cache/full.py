@@ -10,6 +10,11 @@ the old at once, in one reference assignment on the runtime loop: a lookup sees 
 dimension or the new one, never a mix. A reload that fails keeps the old snapshot
 serving, is logged and counted, and is tried again after ``retry_delay`` seconds.
 
+A load has its own bound, ``load_timeout`` (ten minutes by default), and never counts
+against a row's ``timeout``: a row waiting for the first snapshot is held back, not timed
+out, as a row waiting for capacity is. A load that outlasts ``load_timeout`` fails with
+:class:`LoadTimedOut`, one line naming the store and the bound.
+
 This module holds the settings and the statistics; the snapshot and its loading are
 :mod:`enrich.lookup.cache.snapshot`, the source that answers from it
 :mod:`enrich.lookup.cache.full_source`. Imports no pyspark.
@@ -23,12 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import EnrichError
-from ...engine.checks import check_choice, check_int, check_seconds, short
+from ...engine.checks import check_choice, check_int, check_positive, check_seconds, short
 
 DEFAULT_MAX_ROWS = 1_000_000
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 DEFAULT_PAGE_ROWS = 1_000
 DEFAULT_RETRY_DELAY = 10.0
+# A healthy load of a million rows takes seconds to tens of seconds on a busy machine; the
+# bound is there to end a load that hangs, never to fail a slow one.
+DEFAULT_LOAD_TIMEOUT = 600.0
 INITIAL_LOADS = ("eager", "lazy")
 
 
@@ -37,6 +45,17 @@ class DimensionTooLarge(EnrichError):
 
     Final (not retryable): the load stops at the bound, and trying again finds the same
     dimension. Raise the bound, or use a partial cache (``LookupCache``).
+    """
+
+    retryable = False
+
+
+class LoadTimedOut(EnrichError, TimeoutError):
+    """A full cache's load did not end within its ``load_timeout``.
+
+    Final for the rows waiting for it (a store that takes longer than the bound to hand
+    over its dimension will take as long again); a reload that times out keeps the old
+    snapshot serving and is tried again after ``retry_delay``, as any failed load.
     """
 
     retryable = False
@@ -62,8 +81,12 @@ class FullCache:
         max_bytes: bytes of stored values (as read from the store, keys included) a
             snapshot holds at most; None: unbounded.
         retry_delay: seconds after a failed load before it is tried again.
-        page_rows: keys per ``SCAN`` page and per pipelined read (Redis); an HTTP list
-            endpoint's pages are the server's own size.
+        page_rows: keys per ``SCAN`` page and per pipelined read (Redis), rows per page
+            of a relational scan; an HTTP list endpoint's pages are the server's own size.
+        load_timeout: seconds a load (the first or a reload) may take, from its start to
+            its snapshot swapped in; past it the load fails with :class:`LoadTimedOut`.
+            It is the load's own bound: waiting for a load never counts against a row's
+            ``timeout``.
 
     ``reload_interval`` and ``reload_at`` exclude each other; with neither, the
     dimension is loaded once per process.
@@ -77,6 +100,7 @@ class FullCache:
     max_bytes: int | None = DEFAULT_MAX_BYTES
     retry_delay: float = DEFAULT_RETRY_DELAY
     page_rows: int = DEFAULT_PAGE_ROWS
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT
     token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +120,7 @@ class FullCache:
         if check_seconds("retry_delay", self.retry_delay) is None:
             raise ValueError("retry_delay must be a number > 0, got None")
         check_int("page_rows", self.page_rows)
+        check_positive("load_timeout", self.load_timeout, "a number of seconds")
 
     def next_reload(self, now: float, wall: float) -> float | None:
         """When the reload after a load ending at ``now`` falls due (clock time), given
@@ -134,6 +159,8 @@ class FullCacheStatistics:
         failed_loads: loads that failed (the previous snapshot, if any, kept serving).
         rows: keys in the current snapshot.
         bytes: bytes read for the current snapshot (keys and values, as stored).
+        memory: about the bytes the current snapshot holds in memory (its Arrow rows
+            and its key index).
         version: the current snapshot's number (1 for the first load; 0: none yet).
         last_load_seconds: how long the last successful load took.
         age: seconds since the current snapshot was loaded (None: none yet).
@@ -145,6 +172,7 @@ class FullCacheStatistics:
     failed_loads: int = 0
     rows: int = 0
     bytes: int = 0
+    memory: int = 0
     version: int = 0
     last_load_seconds: float | None = None
     age: float | None = None

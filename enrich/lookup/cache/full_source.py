@@ -24,9 +24,9 @@ from ...engine.records.record_schema import Schema
 from ...engine.runtime import pop_process_local, process_local
 from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, answer_from_mapping
 from ..contract.lookup_source import ListableSource, LookupSource
+from .dimension import Dimension
 from .full import FullCache, FullCacheStatistics
 from .lookup_cache import cache_scope
-from .snapshot import Dimension
 
 
 class FullCacheSource:
@@ -94,14 +94,17 @@ class FullCacheSource:
         snapshot = await self.dimension().current()
         if snapshot is None:
             return await self.source.lookup_many(keys)
-        answers = snapshot.answers
         store_key = self.source.store_key
-        found: dict[Any, Any] = {}
+        store_keys: list[Any] = []
+        bad: dict[Any, Any] = {}
         for key in keys:
             try:
-                found[key] = answers.get(store_key(key))
+                store_keys.append(store_key(key))
             except (TypeError, ValueError) as exc:
-                found[key] = self._bad_key(key, exc)
+                store_keys.append(None)
+                bad[key] = self._bad_key(key, exc)
+        found = dict(zip(keys, snapshot.answers(store_keys), strict=True))
+        found.update(bad)
         return found
 
     async def lookup_arrow(self, keys: pa.Array, struct_type: pa.StructType) -> ColumnarAnswer:

@@ -108,6 +108,17 @@ class IntKeys:
             return slots
         return np.full(len(keys), -1, np.int64)
 
+    def nbytes(self) -> int:
+        """Bytes of the columns and the table."""
+        columns = (self._keys, self._slots, self._expires, self._used, self._table)
+        return sum(int(column.nbytes) for column in columns)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The place of each of ``keys`` (int64) in :attr:`keys`, -1 where absent; reads
+        only (no use is noted, expiry is not looked at): for a table that never changes,
+        such as a full cache's snapshot, read from any thread."""
+        return self._find(keys)
+
     def put(self, keys: np.ndarray, slots: np.ndarray, expires: np.ndarray | float) -> None:
         """Hold ``keys`` (distinct, int64) at ``slots`` until ``expires`` (per key, or
         one for all), as used now: a key held already is updated in place."""

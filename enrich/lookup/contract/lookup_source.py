@@ -129,10 +129,15 @@ class ListableSource(Protocol):
 
     ``store_key(key)`` names a lookup key as the store does (raising ``TypeError`` or
     ``ValueError`` for a key that does not fit); ``scan_dimension(page_rows)`` yields
-    ``({store key: answer}, bytes read)`` pages covering the whole dimension, answers as
-    ``lookup_many`` gives them.
+    ``(page, bytes read)`` pairs covering the whole dimension, a page being either
+
+    * a mapping ``{store key: answer}``, answers as ``lookup_many`` gives them; or
+    * an Arrow table (or record batch) whose first column holds store keys, each once
+      in the whole scan, and whose other columns are the schema's fields in order (one
+      row per key): the snapshot is built from its columns with no Python object per
+      row, which is how a large dimension loads at the speed of reading it.
     """
 
     def store_key(self, key: Any) -> Hashable: ...
 
-    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Mapping[Any, Any], int]]: ...
+    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Any, int]]: ...
