@@ -64,16 +64,17 @@ def source_lag(source: Any) -> int | None:
     if not isinstance(end, Mapping) or not isinstance(latest, Mapping):
         return None
     if ADDED_KEY in latest:  # redis-stream: entries-added at the newest entry and at the end
-        known = end.get(ADDED_KEY) or {}
-        lags = []
-        for stream, added in latest[ADDED_KEY].items():
-            if stream in known:
-                lags.append(int(added) - int(known[stream]))
-            elif str(end.get(stream)) == str(latest.get(stream)):
-                lags.append(0)
-            else:
-                return None
-        return max(0, sum(lags))
+        newest, known = latest[ADDED_KEY], end.get(ADDED_KEY) or {}
+        lag = 0
+        for stream, last in latest.items():
+            if stream.startswith("@"):
+                continue
+            if str(end.get(stream)) == str(last):
+                continue  # caught up
+            if stream not in newest or stream not in known:
+                return None  # Redis before 7.0 counts no entries: not known
+            lag += max(0, int(newest[stream]) - int(known[stream]))
+        return lag
     total = 0  # Kafka: {topic: {partition: offset}}
     for topic, partitions in latest.items():
         ends = end.get(topic)

@@ -154,8 +154,8 @@ class Offsets:
         return end
 
     def newest(self) -> dict[str, Any]:
-        """Each stream's newest id, with ``entries-added`` (Redis 7.0+) under
-        ``@added``: what the source reports as its latest offset, for its lag."""
+        """Each stream's newest id, with ``entries-added`` (Redis 7.0+; none on 6.2)
+        under ``@added``: what the source reports as its latest offset, for its lag."""
         offset: dict[str, Any] = {}
         added: dict[str, int] = {}
         for stream in self.settings.streams:
@@ -163,8 +163,7 @@ class Offsets:
             offset[stream] = text(info["last-generated-id"]) if info else NOTHING
             if info and "entries-added" in info:
                 added[stream] = int(info["entries-added"])
-        if added:
-            offset[ADDED_KEY] = added
+        offset[ADDED_KEY] = added  # even empty: tells a redis-stream offset from others
         return offset
 
     def close(self) -> None:
