@@ -82,6 +82,7 @@ class EnrichCollector(Collector):
         yield from self._stream_metrics()
 
     def _query_of(self, stage: str) -> str:
+        """The label of the first streaming query ``stage`` ran in ("" if none yet)."""
         with self._lock:
             known = self._queries.get(stage)
             if known is None:
@@ -120,8 +121,11 @@ class EnrichCollector(Collector):
                 metrics = statistics(stage)
             except LookupError:  # pragma: no cover - a name is registered before listed
                 continue
+            query = self._query_of(stage)
+            if not query and not metrics.rows_in:
+                continue  # not run yet: its query, once it runs, names its series
             info = described(stage)
-            labels = (self._query_of(stage), stage, info.store)
+            labels = (query, stage, info.store)
             for name, (attribute, _) in COUNTERS.items():
                 value = hits(metrics) if attribute == "hits" else getattr(metrics, attribute)
                 counters[name].add_metric(labels, value)
