@@ -110,6 +110,8 @@ class JoinMetrics:
             limit counted them.
         peak_in_flight: the most records in flight at once (an async map's rows; merged:
             the highest of the tasks); 0 where not measured.
+        rate_limit_waits / rate_limit_wait_seconds: calls that waited for a job rate
+            limit's permits (``job_rate_limit``), and the seconds they waited.
     """
 
     rows_in: int = 0
@@ -129,6 +131,8 @@ class JoinMetrics:
     target_latency: float | None = None
     throttled: int = 0
     peak_in_flight: int = 0
+    rate_limit_waits: int = 0
+    rate_limit_wait_seconds: float = 0.0
 
     @property
     def keys_per_request(self) -> float:
@@ -154,6 +158,7 @@ class JoinMetrics:
         self.latency.merge(other.latency)
         self.concurrency_limit = max(self.concurrency_limit, other.concurrency_limit)
         self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
+        self.rate_limit_wait_seconds += other.rate_limit_wait_seconds
         if other.target_latency is not None:
             self.target_latency = max(self.target_latency or 0.0, other.target_latency)
 
@@ -193,7 +198,13 @@ def record_concurrency(metrics: JoinMetrics, source: object) -> None:
     """Copy ``source``'s adaptive concurrency limit, if it has one (an
     ``adaptive_limit()`` answering a :class:`enrich.protect.adaptive.AdaptiveLimit`
     or None), into ``metrics``: the limit and target latency now, and the throttled
-    requests not yet reported by any join."""
+    requests not yet reported by any join; and its waits for a job rate limit's
+    permits (``rate_limit_waits()``) not yet reported by any join."""
+    waits = getattr(source, "rate_limit_waits", None)
+    if waits is not None:
+        count, seconds = waits()
+        metrics.rate_limit_waits += count
+        metrics.rate_limit_wait_seconds += seconds
     ask = getattr(source, "adaptive_limit", None)
     limit = ask() if ask is not None else None
     if limit is None:

@@ -52,6 +52,11 @@ COUNTERS = {
     "enrich_retries": ("retries", "Keys asked again after an error or a miss."),
     "enrich_timeouts": ("timeouts", "Records that ran out of time."),
     "enrich_throttled": ("throttled", "Requests the store throttled (adaptive limit)."),
+    "enrich_rate_limit_waits": ("rate_limit_waits", "Calls that waited for a job rate limit."),
+    "enrich_rate_limit_wait_seconds": (
+        "rate_limit_wait_seconds",
+        "Seconds calls waited for a job rate limit's permits.",
+    ),
 }
 
 # Upper bounds of the latency histogram's buckets, in seconds: each is a bound of the
