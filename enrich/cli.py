@@ -158,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         argv += ["--duration", str(args.duration)]
     if args.log_file:
         argv += ["--log-file", args.log_file]
+    if args.metrics_port is not None:
+        argv += ["--metrics-port", str(args.metrics_port)]
     if args.sql:
         return sql_job.main([*argv, "--sql", args.sql])
     return enrich_job.main(argv)
@@ -260,6 +262,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="Spark's own output and a failure's whole trace (default: a new file in the "
         "temporary folder, named at the start)",
+    )
+    r.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the job's metrics for Prometheus at http://<driver>:PORT/metrics "
+        "while it runs (see docs/metrics.md)",
     )
     r.set_defaults(handler=run)
 

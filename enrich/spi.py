@@ -25,10 +25,11 @@ What it may use:
 * validation of its settings: ``check_*`` raise ``ValueError`` naming the field and the
   bad value; :func:`short` shortens a value for a message;
 * the store protections: :class:`JobRateLimit` (one budget of requests per second for a
-  whole job) with :func:`limiter_for` / :func:`close_limiter`, the adaptive concurrency
-  limit (:func:`process_limit`), :class:`Slots` (a FIFO semaphore whose size can change),
-  and :class:`held_back` (time waiting for a permit is not counted against a row's
-  timeout);
+  whole job) with :func:`limiter_for` / :func:`close_limiter` (and :func:`take_waits`,
+  its waits, which a source's ``rate_limit_waits()`` hands to the joins' metrics), the
+  adaptive concurrency limit (:func:`process_limit`), :class:`Slots` (a FIFO semaphore
+  whose size can change), and :class:`held_back` (time waiting for a permit is not
+  counted against a row's timeout);
 * per-process, per-loop resources (:func:`loop_resource`, :class:`LoopLocal`): pools and
   sessions created on the loop that uses them, rebuilt after a fork;
 * secrets: :func:`mask_url` / :func:`mask_text` keep passwords and tokens out of reprs,
@@ -71,7 +72,7 @@ from .protect.adaptive import (
     process_limit,
 )
 from .protect.job_rate import JobRateLimit
-from .protect.limiter import JobLimiter, close_limiter, limiter_for
+from .protect.limiter import JobLimiter, close_limiter, limiter_for, take_waits
 from .protect.loop_local import LoopLocal, loop_resource, pop_loop_resource
 from .protect.masking import MASK, mask_text, mask_url
 from .protect.slots import Slots
@@ -110,6 +111,7 @@ __all__ = (
     "JobRateLimit",
     "JobLimiter",
     "limiter_for",
+    "take_waits",
     "close_limiter",
     "AdaptiveLimit",
     "LimitStatistics",

@@ -36,6 +36,14 @@ def arguments(description: str, sql: bool = False) -> argparse.ArgumentParser:
         "--duration", type=float, default=None, help="stop a streaming job after SECONDS"
     )
     parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the job's metrics for Prometheus at http://<driver>:PORT/metrics "
+        "while it runs (needs the metrics extra: prometheus-client)",
+    )
+    parser.add_argument(
         "--log-file",
         default=None,
         metavar="PATH",
@@ -146,6 +154,15 @@ def summary(names: list[str], policies: dict[str, str]) -> None:
         log.warning("%s", failed)
 
 
+def _serve_metrics(spark: Any, port: int | None) -> Any:
+    """``/metrics`` on ``port`` for the run (None: no port, nothing served)."""
+    if port is None:
+        return None
+    from enrich.spark import serve_metrics
+
+    return serve_metrics(spark, port)
+
+
 def main(args: argparse.Namespace, prepare: Prepare) -> int:
     """Run a job as its command line (``args``, from :func:`arguments`) says; the exit code.
 
@@ -169,6 +186,12 @@ def main(args: argparse.Namespace, prepare: Prepare) -> int:
         return _outcome.EXIT_BAD_CONFIG
     failure: BaseException | None = None
     try:
+        served = _serve_metrics(spark, args.metrics_port)
+    except (ImportError, OSError) as exc:
+        spark.stop()
+        print(f"error: --metrics-port: {exc}", file=sys.stderr)
+        return _outcome.EXIT_BAD_CONFIG
+    try:
         body(spark)
     except ConfigError as exc:  # found as the query starts (a join's missing column...)
         print(f"error: {exc}", file=sys.stderr)
@@ -179,6 +202,8 @@ def main(args: argparse.Namespace, prepare: Prepare) -> int:
         failure = exc
     finally:
         spark.stop()  # drains the listener bus while this process can still answer it
+        if served is not None:
+            served.close()
     if failure is not None:
         return _outcome.report(failure, log_file)
     too_many = _outcome.over_ratio(totals(names), config.max_error_ratio)

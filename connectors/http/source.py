@@ -24,6 +24,7 @@ from enrich.spi import (
     forget_process_limit,
     peek_process_limit,
     short,
+    take_waits,
 )
 
 from . import body
@@ -247,6 +248,11 @@ class HttpLookup:
         calls = {key: self._lookup_one(pool, key) for key in keys}
         async for found in answers_as_completed(calls):
             yield found
+
+    def rate_limit_waits(self) -> tuple[int, float]:
+        """With ``job_rate_limit``: this process's waits for its permits (how many, and
+        their seconds) since the last call; joins add them to their metrics."""
+        return take_waits(self._settings.job_rate_limit)
 
     def adaptive_limit(self) -> AdaptiveLimit | None:
         """With ``concurrency="auto"``: this process's adaptive limit, once a request

@@ -55,6 +55,7 @@ from enrich.spi import (
     SchemaLike,
     answers_as_completed,
     peek_process_limit,
+    take_waits,
 )
 
 from . import bounds, client, codec
@@ -352,6 +353,11 @@ class RedisLookup:
         results.update(too_large)
         if command.keys:
             results.update(codec.decode(command, reply, settings, self.schema))
+
+    def rate_limit_waits(self) -> tuple[int, float]:
+        """With ``job_rate_limit``: this process's waits for its permits (how many, and
+        their seconds) since the last call; joins add them to their metrics."""
+        return take_waits(self._settings.connection.job_rate_limit)
 
     def adaptive_limit(self) -> AdaptiveLimit | None:
         """With ``concurrency="auto"``: this process's adaptive limit, once a request

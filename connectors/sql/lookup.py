@@ -22,6 +22,7 @@ from enrich.spi import (
     forget_process_limit,
     peek_process_limit,
     short,
+    take_waits,
 )
 
 from .answers import RowReader, store_key
@@ -256,6 +257,11 @@ class SqlLookup:
         return lambda: answer_from_mapping(wanted, found, struct_type)
 
     # -- protections, lifecycle ---------------------------------------------------------
+
+    def rate_limit_waits(self) -> tuple[int, float]:
+        """With ``job_rate_limit``: this process's waits for its permits (how many, and
+        their seconds) since the last call; joins add them to their metrics."""
+        return take_waits(self._settings.job_rate_limit)
 
     def adaptive_limit(self) -> AdaptiveLimit | None:
         """With ``concurrency="auto"``: this process's adaptive limit, once a statement

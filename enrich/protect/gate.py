@@ -15,7 +15,7 @@ from collections.abc import Hashable
 
 from .adaptive import AdaptiveLimit, process_limit
 from .job_rate import JobRateLimit
-from .limiter import JobLimiter, limiter_for
+from .limiter import JobLimiter, limiter_for, take_waits
 from .loop_local import loop_resource
 from .slots import Slots
 
@@ -58,6 +58,10 @@ class CallGate:
         self.limiter = limiter
         self.slots = slots
         self.adaptive = adaptive
+
+    def rate_limit_waits(self) -> tuple[int, float]:
+        """This process's waits for the job rate limit's permits since the last call."""
+        return take_waits(None if self.limiter is None else self.limiter.settings)
 
     def adaptive_limit(self) -> AdaptiveLimit | None:
         """The adaptive limit the slots follow (``concurrency="auto"``), else None."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,8 +128,12 @@ class JobLimiter:
         self._demand += permits
         if self._drawer is None:
             self._drawer = self.loop.create_task(self._serve())
-        with held_back():
-            await waiter
+        began = self._clock.now()
+        try:
+            with held_back():
+                await waiter
+        finally:
+            _tally(self.settings, self._clock.now() - began)
 
     def statistics(self) -> LimiterStatistics:
         return LimiterStatistics(self._granted, self._from_fallback, self._outages)
@@ -231,6 +236,27 @@ class JobLimiter:
             keys=[self.settings.key], args=[self._interval_us, self._burst_us, wanted]
         )
         return int(reply[0]), int(reply[1])
+
+
+# Waits for permits in this process, by settings: (waits, seconds), taken by the joins'
+# metrics (take_waits) from any thread.
+_waits: dict[JobRateLimit, tuple[int, float]] = {}
+_waits_lock = threading.Lock()
+
+
+def _tally(settings: JobRateLimit, seconds: float) -> None:
+    with _waits_lock:
+        count, total = _waits.get(settings, (0, 0.0))
+        _waits[settings] = (count + 1, total + seconds)
+
+
+def take_waits(settings: JobRateLimit | None) -> tuple[int, float]:
+    """The waits for permits of ``settings`` in this process (how many, and their
+    seconds) since the last call: each is reported once, by whoever takes it first."""
+    if settings is None:
+        return 0, 0.0
+    with _waits_lock:
+        return _waits.pop(settings, (0, 0.0))
 
 
 def limiter_for(settings: JobRateLimit) -> JobLimiter:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         statistics as statistics,
     )
     from .metrics.observed import observed_statistics as observed_statistics
+    from .metrics.serve import MetricsServer as MetricsServer, serve_metrics as serve_metrics
     from .session import session as session
     from .spark_types import spark_type as spark_type
     from .stages.latency import (
@@ -74,6 +75,8 @@ _LAZY = {
     "join_names": ".metrics.accumulator",
     "EnrichMetricsListener": ".metrics.accumulator",
     "observed_statistics": ".metrics.observed",
+    "serve_metrics": ".metrics.serve",
+    "MetricsServer": ".metrics.serve",
     "OperatorSettings": ".stages.operator_settings",
     "spark_type": ".spark_types",
     "session": ".session",
@@ -102,6 +105,8 @@ __all__ = (
     "EnrichMetricsListener",
     "StreamReadCounts",
     "stream_statistics",
+    "serve_metrics",
+    "MetricsServer",
     # the Redis data sources and the low-latency profile
     "register_data_sources",
     "low_latency",

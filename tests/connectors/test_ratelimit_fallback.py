@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from enrich.protect import JobRateLimit
-from enrich.protect.limiter import JobLimiter
+from enrich.protect.limiter import JobLimiter, take_waits
 from enrich.testing import FakeClock, drive
 from tests.support.arrivals import busiest_window
 
@@ -72,3 +72,6 @@ async def test_an_outage_paces_the_fallback_and_asks_redis_again_each_second() -
     assert granted[-1] - outage <= 1.0  # used again within a second, the rest at once
     stats = limiter.statistics()
     assert stats.outages == 1 and stats.fallback == 60 and stats.granted >= 140
+    # Every request waited from 0 to its grant: the metrics' waits, taken once.
+    assert take_waits(settings) == (200, pytest.approx(sum(granted)))
+    assert take_waits(settings) == (0, 0.0)

@@ -8,6 +8,7 @@ from dataclasses import fields
 import pytest
 
 from enrich import JoinMetrics
+from enrich.engine.records.call_metrics import LatencyHistogram, bucket_at_most, bucket_bound
 
 # Levels, not counts: merged processes report the highest.
 _LEVELS = ("concurrency_limit", "target_latency", "peak_in_flight")
@@ -34,6 +35,7 @@ def test_merge_adds_every_counter_errors_and_latencies() -> None:
             assert getattr(total, f.name) == 11 * n, f.name
     assert total.errors == {"timeout": 5, "status:503": 1}
     assert total.latency.total == 4
+    assert total.latency.seconds == pytest.approx(0.107)
     assert total.latency_p50 == pytest.approx(0.002, rel=0.1)
     assert total.latency_p99 == pytest.approx(0.1, rel=0.1)
 
@@ -45,3 +47,21 @@ def test_summary_reads_as_one_line() -> None:
     assert "\n" not in line
     assert "rows 10->9" in line and "4.0 keys each" in line and "timeout=1" in line
     assert "null keys 1" in line
+
+
+@pytest.mark.parametrize("target", [1e-6, 1e-4, 0.001, 0.0025, 0.1, 1.0, 30.0])
+def test_bucket_at_most_is_the_highest_bound_not_above(target: float) -> None:
+    bucket = bucket_at_most(target)
+    assert bucket_bound(bucket) <= target or bucket == 0
+    assert bucket_bound(bucket + 1) > target
+
+
+def test_cumulative_counts_are_exact_at_every_bound() -> None:
+    histogram = LatencyHistogram()
+    latencies = [0.0004, 0.001, 0.001, 0.003, 0.2, 7.0]
+    for seconds in latencies:
+        histogram.record(seconds)
+    for target in (0.0005, 0.001, 0.0025, 0.005, 0.25, 10.0):
+        bucket = bucket_at_most(target)
+        below = sum(1 for seconds in latencies if seconds <= bucket_bound(bucket))
+        assert histogram.cumulative(bucket) == below

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession, functions as F
 from connectors.http import HttpLookup
 from enrich.engine.wait_settings import DEFAULT_TIMEOUT
 from enrich.protect import JobRateLimit
-from enrich.spark import lookup_join
+from enrich.spark import lookup_join, statistics
 from tests.support.http_server import HttpTestServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
@@ -34,7 +34,7 @@ def test_rows_waiting_for_permits_past_the_timeout_do_not_fail(
     )
     df = spark.range(0, ROWS, numPartitions=2).withColumn("k", F.col("id").cast("string"))
 
-    got = lookup_join(df, source, on="k").collect()  # on_error="fail", timeout 10 s
+    got = lookup_join(df, source, on="k", name="quota").collect()  # on_error="fail", 10 s
 
     assert sorted((row.k, row.name) for row in got) == sorted(
         (str(key), f"user-{key}") for key in range(ROWS)
@@ -43,3 +43,7 @@ def test_rows_waiting_for_permits_past_the_timeout_do_not_fail(
     assert len(starts) == ROWS
     # The service saw the quota kept, so the last rows waited longer than the timeout.
     assert starts[-1] - starts[0] > DEFAULT_TIMEOUT
+    # The waits are in the join's metrics (what /metrics serves as rate_limit_wait_*).
+    metrics = statistics("quota")
+    assert 0 < metrics.rate_limit_waits <= ROWS
+    assert metrics.rate_limit_wait_seconds > DEFAULT_TIMEOUT

@@ -23,22 +23,45 @@ def _bucket(seconds: float) -> int:
     return math.ceil(math.log(seconds / _BASE) / _LOG_GROWTH)
 
 
-class LatencyHistogram:
-    """Counts of request latencies in log-scale buckets; quantiles within ~10%."""
+def bucket_bound(bucket: int) -> float:
+    """The upper bound (seconds, inclusive) of log-scale bucket ``bucket``."""
+    return _BASE * _GROWTH**bucket
 
-    __slots__ = ("counts", "total")
+
+def bucket_at_most(seconds: float) -> int:
+    """The highest bucket whose upper bound is ``seconds`` or less (0 below the first)."""
+    bucket = _bucket(seconds)
+    return bucket if bucket_bound(bucket) <= seconds or bucket == 0 else bucket - 1
+
+
+class LatencyHistogram:
+    """Counts of request latencies in log-scale buckets; quantiles within ~10%.
+
+    ``seconds`` is the sum of the latencies recorded: with the bucket counts, what a
+    Prometheus histogram exposes (``_bucket``, ``_sum``, ``_count``) for any bucket
+    bounds chosen among :func:`bucket_bound`'s, exactly.
+    """
+
+    __slots__ = ("counts", "seconds", "total")
 
     def __init__(self) -> None:
         self.counts: Counter[int] = Counter()
         self.total = 0
+        self.seconds = 0.0
 
     def record(self, seconds: float) -> None:
         self.counts[_bucket(seconds)] += 1
         self.total += 1
+        self.seconds += seconds
 
     def merge(self, other: LatencyHistogram) -> None:
         self.counts.update(other.counts)
         self.total += other.total
+        self.seconds += other.seconds
+
+    def cumulative(self, bucket: int) -> int:
+        """Latencies recorded at or below :func:`bucket_bound` ``(bucket)``."""
+        return sum(n for b, n in self.counts.items() if b <= bucket)
 
     def quantile(self, q: float) -> float | None:
         """The upper bound of the bucket holding quantile ``q`` (seconds), or None."""
@@ -49,15 +72,16 @@ class LatencyHistogram:
         for bucket in sorted(self.counts):
             seen += self.counts[bucket]
             if seen >= rank:
-                return _BASE * _GROWTH**bucket
-        return _BASE * _GROWTH ** max(self.counts)  # pragma: no cover - rounding guard
+                return bucket_bound(bucket)
+        return bucket_bound(max(self.counts))  # pragma: no cover - rounding guard
 
-    def __getstate__(self) -> tuple[dict[int, int], int]:
-        return dict(self.counts), self.total
+    def __getstate__(self) -> tuple[dict[int, int], int, float]:
+        return dict(self.counts), self.total, self.seconds
 
-    def __setstate__(self, state: tuple[dict[int, int], int]) -> None:
+    def __setstate__(self, state: tuple[dict[int, int], int, float]) -> None:
         self.counts = Counter(state[0])
         self.total = state[1]
+        self.seconds = state[2]
 
 
 @dataclass
@@ -86,6 +110,8 @@ class JoinMetrics:
             limit counted them.
         peak_in_flight: the most records in flight at once (an async map's rows; merged:
             the highest of the tasks); 0 where not measured.
+        rate_limit_waits / rate_limit_wait_seconds: calls that waited for a job rate
+            limit's permits (``job_rate_limit``), and the seconds they waited.
     """
 
     rows_in: int = 0
@@ -105,6 +131,8 @@ class JoinMetrics:
     target_latency: float | None = None
     throttled: int = 0
     peak_in_flight: int = 0
+    rate_limit_waits: int = 0
+    rate_limit_wait_seconds: float = 0.0
 
     @property
     def keys_per_request(self) -> float:
@@ -130,6 +158,7 @@ class JoinMetrics:
         self.latency.merge(other.latency)
         self.concurrency_limit = max(self.concurrency_limit, other.concurrency_limit)
         self.peak_in_flight = max(self.peak_in_flight, other.peak_in_flight)
+        self.rate_limit_wait_seconds += other.rate_limit_wait_seconds
         if other.target_latency is not None:
             self.target_latency = max(self.target_latency or 0.0, other.target_latency)
 
@@ -169,7 +198,13 @@ def record_concurrency(metrics: JoinMetrics, source: object) -> None:
     """Copy ``source``'s adaptive concurrency limit, if it has one (an
     ``adaptive_limit()`` answering a :class:`enrich.protect.adaptive.AdaptiveLimit`
     or None), into ``metrics``: the limit and target latency now, and the throttled
-    requests not yet reported by any join."""
+    requests not yet reported by any join; and its waits for a job rate limit's
+    permits (``rate_limit_waits()``) not yet reported by any join."""
+    waits = getattr(source, "rate_limit_waits", None)
+    if waits is not None:
+        count, seconds = waits()
+        metrics.rate_limit_waits += count
+        metrics.rate_limit_wait_seconds += seconds
     ask = getattr(source, "adaptive_limit", None)
     limit = ask() if ask is not None else None
     if limit is None:

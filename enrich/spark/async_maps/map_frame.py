@@ -99,12 +99,14 @@ def async_map(
         SchemaError: ``returns`` does not parse (the message names the field).
     """
     from ..join.join_frame import join_name
+    from ..metrics.stage_labels import describe
     from ..stages.pipeline import add_operator_stage
     from .map_batches import map_batches
 
     mapping = map_settings(ASYNC_MAP, fn, returns, settings, knobs, batch_size, batch_wait)
     fields = added_fields(df.schema, mapping)
     name = join_name(name, prefix="map")
+    describe(name, store="function", capacity=mapping.capacity)
 
     def function(accumulator: Any, observed: bool) -> ArrowFunction:
         return partial(map_batches, map_plan(name, fn, mapping, accumulator, observed=observed))

@@ -114,6 +114,7 @@ def lookup_join(
     :func:`observed_statistics`, logged by the listener); ``observe=True`` does the same
     on classic Spark.
     """
+    from ..metrics.stage_labels import describe, store_of
     from ..stages.pipeline import add_operator_stage
     from .join_batches import enrich_batches
 
@@ -121,6 +122,7 @@ def lookup_join(
     shape = join_shape(LOOKUP_JOIN, df.schema, source, settings, knobs, **own)
     df = route_by_key(df, [df.columns[i] for i in shape.on], shuffle)
     name = join_name(name)
+    describe(name, store=store_of(source), capacity=shape.settings.capacity)
 
     def function(accumulator: Any, observed: bool) -> ArrowFunction:
         return partial(enrich_batches, shape.plan(name, accumulator, observed=observed))

@@ -262,3 +262,13 @@ class EnrichMetricsListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         pass
+
+
+def queries_of(name: str) -> list[str]:
+    """The streaming query ids that join ``name`` ran in, among the micro-batches kept
+    on the driver and the pending snapshots (oldest first; empty outside streaming)."""
+    with _lock:
+        accumulator = _accumulators.get(name)
+    keys = [] if accumulator is None else list(accumulator.value.batches)
+    keys += [key for key, _ in pending(name)]
+    return list(dict.fromkeys(str(q) for n, q, _ in keys if n == name and q is not None))

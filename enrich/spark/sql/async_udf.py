@@ -39,6 +39,7 @@ from ...maps.map_settings import DEFAULT_BATCH_WAIT, MapSettings
 from ..async_maps.map_frame import map_plan, map_settings
 from ..async_maps.structs import map_structs
 from ..metrics.accumulator import register
+from ..metrics.stage_labels import describe
 from ..spark_types import spark_type
 from ..stages.operator_settings import SQL_ASYNC_UDF, OperatorSettings
 
@@ -91,6 +92,7 @@ def register_async_udf(
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
     names = _check_arguments(arguments)
     mapping = map_settings(SQL_ASYNC_UDF, fn, returns, settings, knobs, batch_size, batch_wait)
+    describe(name, store="function", capacity=mapping.capacity)
     plan = map_plan(name, fn, mapping, register(spark, name))
     function = partial(map_structs, plan, names)
     return_type = async_struct_type(mapping)

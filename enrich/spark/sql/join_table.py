@@ -51,6 +51,7 @@ from ...lookup.join_settings import DEFAULT_MAX_BATCH
 from ..join.join_frame import join_shape
 from ..join.lane_push import LanePush
 from ..metrics.accumulator import register
+from ..metrics.stage_labels import describe, store_of
 from ..stages.operator_settings import SQL_LOOKUP_JOIN, OperatorSettings
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def register_lookup_join(
     own = {"on": on, "how": how, "cache": cache, "max_batch": max_batch, "prefix": prefix}
     schema = _input_schema(spark, input)
     shape = join_shape(SQL_LOOKUP_JOIN, schema, source, settings, knobs, **own)
+    describe(name, store=store_of(source), capacity=shape.settings.capacity)
     plan = shape.plan(name, register(spark, name))
     output = StructType([*schema.fields, *shape.fields])
     expected = list(schema.names)

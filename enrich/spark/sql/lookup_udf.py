@@ -63,6 +63,7 @@ from ..join.join_batches import JoinPlan, lookup_structs_for
 from ..join.join_frame import join_settings
 from ..join.key_columns import checked_key_arrays
 from ..metrics.accumulator import register
+from ..metrics.stage_labels import describe, store_of
 from ..spark_types import spark_type
 from ..stages.operator_settings import SQL_LOOKUP, OperatorSettings
 
@@ -132,6 +133,7 @@ def register_lookup(
         raise ValueError(f"name must be an SQL identifier, got {name!r}")
     join = join_settings(SQL_LOOKUP, source, settings, knobs, cache=cache, max_batch=max_batch)
     return_type = lookup_struct_type(source, on_error=join.on_error, error_column=join.error_column)
+    describe(name, store=store_of(source), capacity=join.capacity)
     plan = JoinPlan(
         name=name,
         source=source,

@@ -153,6 +153,19 @@ class Offsets:
                 end[key] = value
         return end
 
+    def newest(self) -> dict[str, Any]:
+        """Each stream's newest id, with ``entries-added`` (Redis 7.0+; none on 6.2)
+        under ``@added``: what the source reports as its latest offset, for its lag."""
+        offset: dict[str, Any] = {}
+        added: dict[str, int] = {}
+        for stream in self.settings.streams:
+            info = stream_info(self.client, stream)
+            offset[stream] = text(info["last-generated-id"]) if info else NOTHING
+            if info and "entries-added" in info:
+                added[stream] = int(info["entries-added"])
+        offset[ADDED_KEY] = added  # even empty: tells a redis-stream offset from others
+        return offset
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

@@ -103,6 +103,11 @@ class RedisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             budget = max(1, limit.max_rows // len(self.settings.streams))
         return self._offsets.latest(start, self._target, budget)
 
+    def reportLatestOffset(self) -> dict[str, Any]:
+        """The streams' newest entries (``latestOffset`` in the query's progress):
+        with the batch's end offset, how far the query is behind."""
+        return self._offsets.newest()
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         reported = loss_counts(end)
         resets = end.get(RESET_KEY) or []
