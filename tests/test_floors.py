@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.engine.test_import_circles import ROOT, imports, modules
+from tests.test_import_circles import ROOT, imports, modules
 
 SPARK_FLOORS = ("enrich/spark/", "jobs/")
 LIBRARY = ("enrich/", "connectors/")

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from enrich.demo.dimension_service import Load
-from tests.limits.conftest import StartService
+from tests.protect.conftest import StartService
 
 
 def test_the_quota_admits_a_tenth_of_a_second_then_the_rate() -> None:

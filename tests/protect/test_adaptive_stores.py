@@ -11,7 +11,7 @@ from connectors.http import HttpLookup
 from connectors.redis import RedisLookup
 from enrich import LookupFailed
 from enrich.protect.adaptive import DEFAULT_INITIAL
-from tests.limits.conftest import StartService
+from tests.protect.conftest import StartService
 
 LOOKUPS = 4000
 
@@ -44,7 +44,7 @@ async def test_auto_keeps_requests_in_flight_near_the_knee(service: StartService
     assert stats is not None and stats.decreases >= 1 and stats.limit < 200
     # The probe has ended and set a target. Not bounded here: it is twice the unloaded
     # latency as this machine measures it, which a busy machine inflates (0.103 s once in
-    # CI for a 10 ms service); tests/lookup/test_adaptive.py pins it with a fake clock.
+    # CI for a 10 ms service); tests/protect/test_adaptive.py pins it with a fake clock.
     assert stats.target_latency is not None
 
 

@@ -15,7 +15,7 @@ from connectors.redis import RedisLookup
 from enrich.demo.local import free_port
 from enrich.protect import JobRateLimit
 from enrich.protect.limiter import JobLimiter
-from tests.limits.conftest import StartService
+from tests.protect.conftest import StartService
 from tests.support.arrivals import busiest_window
 from tests.support.http_server import HttpTestServer
 

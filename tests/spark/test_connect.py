@@ -20,7 +20,7 @@ from enrich.spark import EnrichMetricsListener, lookup_join, register_data_sourc
 from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
 from tests.spark.conftest import spark_env
-from tests.spark.test_observed_metrics import check_progress, event_files, events, source
+from tests.spark.metrics.test_observed_metrics import check_progress, event_files, events, source
 from tests.support.connect_server import connect_server
 from tests.support.spark_version import requires_spark
 
@@ -173,7 +173,7 @@ def test_an_async_maps_metrics_reach_the_progress_and_its_sql_function_runs(
     from enrich.spark import async_map, observed_statistics
     from enrich.spark.sql import register_async_udf
     from tests.spark.functions import Echo
-    from tests.spark.test_observed_metrics import field
+    from tests.spark.metrics.test_observed_metrics import field
 
     folder = tmp_path / "in"
     folder.mkdir()

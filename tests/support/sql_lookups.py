@@ -1,5 +1,5 @@
-"""What the relational connectors' test folders share (``tests/postgres``, ``tests/mysql``,
-``tests/sql``): lookups closed after the test, Arrow rows read back, and the Arrow types
+"""What the relational connectors' test folders share (``tests/connectors/postgres``, ``tests/connectors/mysql``,
+``tests/connectors/sql``): lookups closed after the test, Arrow rows read back, and the Arrow types
 of the ``everything`` tables' fields both servers have."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def collect_driver_sockets() -> None:
     connect fails part-way (a server restarted or refusing mid-handshake, as the failure
     tests make it); CPython warns when GC collects it, and pytest counts that warning
     against whatever test is running then (a CI run failed
-    ``tests/mysql/test_types.py`` with it). Collected right after the test that caused
+    ``tests/connectors/mysql/test_types.py`` with it). Collected right after the test that caused
     it, such a socket is dropped; every other unraisable warning (an unclosed pool or
     connection object of the connectors themselves among them) goes to pytest as before.
     """

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # query's first row), which never decode (40-65 ms a process, 2026-11-28).
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
-# tests/redis/test_arrow.py and tests/http/test_arrow.py): any mismatch is a refusal
+# tests/connectors/redis/test_arrow.py and tests/connectors/http/test_arrow.py): any mismatch is a refusal
 # that sends the value to the per-value decoder, never a different value.
 BULK_TYPES = (pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.float32(), pa.bool_())
 

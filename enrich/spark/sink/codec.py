@@ -1,7 +1,7 @@
 """How the ``redis`` sink writes each Spark value: the inverse of the lookup's reading rules.
 
 What the sink writes, ``RedisLookup`` reads back with the same schema as the same value
-(:mod:`enrich.engine.records.coerce` states the reading rules; ``tests/spark/test_sink_codec.py``
+(:mod:`enrich.engine.records.coerce` states the reading rules; ``tests/spark/sink/test_sink_codec.py``
 checks each encoding against them). Two forms:
 
 * **JSON** (``value=json`` documents, and any nested value): :func:`json_encoder`;

@@ -10,7 +10,7 @@ row-wise at C level. The format is binary-safe, so a value's text goes in as it 
 (:func:`enrich.spark.sink.frames.field_texts`: integer, boolean and string columns by
 Arrow's cast, finite doubles as ``repr`` writes them, every other type value by value
 through the codec). What it stages is byte for byte what the row encoder stages
-(``tests/spark/test_sink_columns.py``). JSON documents (``value=json``) and key
+(``tests/spark/sink/test_sink_columns.py``). JSON documents (``value=json``) and key
 templates with a format spec or conversion go row by row.
 """
 

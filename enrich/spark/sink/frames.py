@@ -5,7 +5,7 @@ nothing escaped. :func:`commands` builds the commands of a whole Arrow batch wit
 compute: each column becomes the pieces ``$<n>\\r\\n<name>\\r\\n$<n>\\r\\n<text>\\r\\n``
 of its non-null values (empty where null), the pieces are joined row-wise at C level,
 and each command's argument count is summed from the columns' validity. A row's
-commands say what the row encoder's operation says (``tests/spark/test_sink_frames.py``):
+commands say what the row encoder's operation says (``tests/spark/sink/test_sink_frames.py``):
 
 - a stream entry (and a dead letter): ``XADD <stream> * <field> <text> ...``;
 - a hash: ``DEL <key>`` then ``HSET <key> <field> <text> ...`` (two replies; the sender

@@ -16,7 +16,7 @@ from enrich import DecodeError, LookupFailed
 from enrich.lookup.contract.columnar_answer import ColumnarSource, struct_rows
 from enrich.lookup.join_settings import JoinSettings
 from enrich.spark.join.join_batches import JoinPlan
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 

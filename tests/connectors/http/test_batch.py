@@ -7,7 +7,7 @@ import json
 import pytest
 
 from enrich import DecodeError, LookupFailed
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 
 

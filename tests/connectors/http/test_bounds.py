@@ -8,7 +8,7 @@ import pytest
 
 from connectors.http import HttpLookup
 from enrich import LookupFailed
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
 BIG = 6 * 1024 * 1024

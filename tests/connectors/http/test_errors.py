@@ -9,7 +9,7 @@ import pytest
 
 from connectors.http import HttpLookup
 from enrich import LookupFailed, SourceUnavailable
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer, free_port
 
 

@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, unquote
 
 import pytest
 
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
 HOSTILE_KEYS = [

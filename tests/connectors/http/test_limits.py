@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.arrivals import busiest_window
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 

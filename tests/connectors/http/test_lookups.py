@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from enrich import DecodeError, LookupFailed
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
 

@@ -10,7 +10,7 @@ import enrich
 from connectors.http import HttpLookup
 from enrich import LookupFailed
 from enrich.engine.runtime import run_sync
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
 API_KEY = "s3cret-api-key-5e1f"

@@ -9,7 +9,7 @@ import traceback
 import pytest
 
 from connectors.http import HttpLookup
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import BATCH_PATH, HttpTestServer, free_port
 
 SECRETS = ("s3cret-header", "s3cret-query", "pa55word", "s3cret-batch")

@@ -10,7 +10,7 @@ import pytest
 
 from connectors.http import HttpLookup
 from enrich.engine.runtime import run_sync
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import HttpTestServer
 
 

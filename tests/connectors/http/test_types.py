@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from enrich import DecodeError
-from tests.http.conftest import MakeSource
+from tests.connectors.http.conftest import MakeSource
 from tests.support.http_server import BATCH_PATH, HttpTestServer
 
 SCHEMA = (

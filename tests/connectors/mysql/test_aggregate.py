@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.mysql import pool
-from tests.mysql.conftest import MakeLookup
+from tests.connectors.mysql.conftest import MakeLookup
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,7 +1,7 @@
 """Failures MariaDB meets its own way: a wrong password found on construction (reading the
 columns), a missing database. The failures every relational connector meets alike (a
 restart mid-job, a wrong password, an unreachable server, a statement time limit) are
-``tests/sql/test_failures.py``'s, run on this server too."""
+``tests/connectors/sql/test_failures.py``'s, run on this server too."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from connectors.mysql import MySqlLookup
 from enrich import SourceUnavailable
-from tests.mysql.conftest import MakeLookup
-from tests.sql.test_failures import WRONG, assert_no_secret, texts_of
+from tests.connectors.mysql.conftest import MakeLookup
+from tests.connectors.sql.test_failures import WRONG, assert_no_secret, texts_of
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = pytest.mark.timeout(120)

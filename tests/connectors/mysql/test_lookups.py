@@ -1,6 +1,6 @@
 """MySqlLookup against a real MariaDB, where MariaDB has its own ways: a column type no
 field maps to, a missing column's message, TLS settings. What every relational connector
-answers alike is ``tests/sql/test_lookups.py``'s, run on this server too."""
+answers alike is ``tests/connectors/sql/test_lookups.py``'s, run on this server too."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from connectors.mysql import MySqlLookup
 from connectors.sql import UnmappableColumn
 from enrich import LookupFailed
-from tests.mysql.conftest import MakeLookup
+from tests.connectors.mysql.conftest import MakeLookup
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = pytest.mark.timeout(60)

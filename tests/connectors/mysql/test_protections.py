@@ -7,7 +7,7 @@ import pytest
 
 from connectors.mysql import MySqlLookup
 from enrich import SourceUnavailable
-from tests.mysql.conftest import USERS, MakeLookup
+from tests.connectors.mysql.conftest import USERS, MakeLookup
 from tests.support.mysql_server import MySqlServer
 
 pytestmark = pytest.mark.timeout(90)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from tests.mysql.conftest import MakeLookup
+from tests.connectors.mysql.conftest import MakeLookup
 from tests.support.mysql_server import MySqlServer
 from tests.support.sql_lookups import EVERY_TYPE_ARROW, EVERY_TYPE_SCALARS, struct_rows
 

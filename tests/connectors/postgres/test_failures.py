@@ -1,6 +1,6 @@
 """Failures PostgreSQL names its own way: a missing database. The failures every
 relational connector meets alike (a restart mid-job, a wrong password, an unreachable
-server, a statement timeout) are ``tests/sql/test_failures.py``'s, run on this server too."""
+server, a statement timeout) are ``tests/connectors/sql/test_failures.py``'s, run on this server too."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from enrich import SourceUnavailable
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup
+from tests.connectors.postgres.conftest import MakeLookup
 
 pytestmark = pytest.mark.timeout(120)
 

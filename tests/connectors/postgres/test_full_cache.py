@@ -1,6 +1,6 @@
 """The full cache of a PostgreSQL table by each of its load paths (COPY as CSV, column
 records, an ordered cursor) answers what a live lookup answers. What the full cache does
-on every relational server is ``tests/sql/test_full_cache.py``'s."""
+on every relational server is ``tests/connectors/sql/test_full_cache.py``'s."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from enrich import FullCache, FullCacheSource
 from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
-from tests.sql.test_full_cache import lookup
+from tests.connectors.sql.test_full_cache import lookup
 
 pytestmark = pytest.mark.timeout(90)
 

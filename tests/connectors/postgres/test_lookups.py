@@ -1,7 +1,7 @@
 """PostgresLookup against a real server, where PostgreSQL has its own ways: a column type
 no field maps to, the columnar lookup's own statements (column arrays, CSV), adaptive
 concurrency, the job rate limit. What every relational connector answers alike is
-``tests/sql/test_lookups.py``'s, run on this server too."""
+``tests/connectors/sql/test_lookups.py``'s, run on this server too."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from connectors.postgres import PostgresLookup
 from connectors.sql import UnmappableColumn
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup
+from tests.connectors.postgres.conftest import MakeLookup
 from tests.support.sql_lookups import struct_rows
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from enrich.demo.postgres_server import PostgresServer
-from tests.postgres.conftest import MakeLookup
+from tests.connectors.postgres.conftest import MakeLookup
 from tests.support.sql_lookups import EVERY_TYPE_ARROW, EVERY_TYPE_SCALARS, struct_rows
 
 pytestmark = pytest.mark.timeout(60)

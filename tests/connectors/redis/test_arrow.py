@@ -10,7 +10,7 @@ import pytest
 
 from connectors.redis.arrow import decode_json
 from enrich.lookup.contract.columnar_answer import answer_from_mapping, struct_rows
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from enrich import LookupFailed
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_server import ContainerRedis, RedisServer
 
 LIMIT = 64 * 1024

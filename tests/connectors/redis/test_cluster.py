@@ -9,7 +9,7 @@ import redis
 from redis.crc import key_slot
 
 from enrich import LookupFailed
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_server import RedisClusterServers
 
 

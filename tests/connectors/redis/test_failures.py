@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from enrich import LookupFailed, SourceUnavailable
 from enrich.lookup.contract.columnar_answer import struct_rows
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_fixtures import (
     SECURED_ADMIN_PASSWORD,
     SECURED_READER,

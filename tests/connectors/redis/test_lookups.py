@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from enrich import DecodeError, LookupFailed, LookupSource
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_server import ContainerRedis, RedisServer
 
 Server = RedisServer | ContainerRedis

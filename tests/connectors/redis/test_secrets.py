@@ -12,7 +12,7 @@ import pytest
 from connectors.redis import RedisLookup
 from enrich import LookupFailed, SourceUnavailable
 from enrich.protect.masking import is_secret_name, mask_text
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_fixtures import SECURED_ADMIN_PASSWORD, SECURED_READER_PASSWORD
 from tests.support.redis_server import RedisServer, free_port
 

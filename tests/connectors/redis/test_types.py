@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from enrich import DecodeError
-from tests.redis.conftest import MakeLookup
+from tests.connectors.redis.conftest import MakeLookup
 from tests.support.redis_server import ContainerRedis, RedisServer
 
 Server = RedisServer | ContainerRedis

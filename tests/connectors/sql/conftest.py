@@ -1,6 +1,6 @@
 """Fixtures of the tests every relational connector passes alike: each test runs once per
 server (``store``: the session's PostgreSQL, then the session's MariaDB), its tables fresh
-(the ones of ``tests/postgres/conftest.py`` and ``tests/mysql/conftest.py``), and the
+(the ones of ``tests/connectors/postgres/conftest.py`` and ``tests/connectors/mysql/conftest.py``), and the
 sources a test made closed after it. What one server does its own way stays in that
 server's test folder."""
 
@@ -16,8 +16,8 @@ import pytest_asyncio
 from connectors.mysql import MySqlLookup
 from connectors.postgres import PostgresLookup
 from connectors.sql import SqlLookup
-from tests.mysql.conftest import USERS as MYSQL_USERS
-from tests.postgres.conftest import USERS as POSTGRES_USERS
+from tests.connectors.mysql.conftest import USERS as MYSQL_USERS
+from tests.connectors.postgres.conftest import USERS as POSTGRES_USERS
 from tests.support.sql_lookups import (
     closed_after,
     collect_driver_sockets,

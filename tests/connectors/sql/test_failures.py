@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from enrich import FixedDelayRetry, LookupFailed, SourceUnavailable, lookup_rows
-from tests.sql.conftest import MakeLookup, Store
+from tests.connectors.sql.conftest import MakeLookup, Store
 
 pytestmark = pytest.mark.timeout(120)
 WRONG = "wr0ng-SQL-S3CRET-77ab"

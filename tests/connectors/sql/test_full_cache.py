@@ -11,7 +11,7 @@ import pytest
 from enrich import FullCache, FullCacheSource, LoadTimedOut, lookup_rows
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
-from tests.sql.conftest import Store
+from tests.connectors.sql.conftest import Store
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -11,8 +11,8 @@ import pytest
 
 from jobs import _config
 from jobs.check import check
-from tests.sql.conftest import Store
-from tests.sql.test_failures import WRONG, free_port
+from tests.connectors.sql.conftest import Store
+from tests.connectors.sql.test_failures import WRONG, free_port
 from tests.test_cli import run_enrich
 
 pytestmark = pytest.mark.timeout(120)

@@ -14,7 +14,7 @@ from connectors.mysql import MySqlLookup
 from connectors.postgres import PostgresLookup
 from connectors.sql import SqlLookup
 from enrich import DecodeError, LookupFailed, lookup_rows
-from tests.sql.conftest import MakeLookup, Store
+from tests.connectors.sql.conftest import MakeLookup, Store
 from tests.support.sql_lookups import struct_rows
 
 pytestmark = pytest.mark.timeout(60)

@@ -18,7 +18,7 @@ from enrich import ExponentialBackoffRetry, FixedDelayRetry, retry_on_empty
 from enrich.protect import JobRateLimit
 from enrich.spark import async_map, observed_statistics, statistics
 from tests.spark.functions import Closing, Fetch, FetchMany, HoldFirst, Late, Lookup
-from tests.spark.test_observed_metrics import field
+from tests.spark.metrics.test_observed_metrics import field
 from tests.support.http_server import HttpTestServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]

@@ -19,8 +19,8 @@ from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
 from enrich.spark.sink.two_phase import CommitTooLarge, committed_batch, index_key
 from enrich.spark.streams.loss import CUTS_KEY
 from enrich.spark.streams.stream_source import RedisStreamReader, StreamSettings
-from tests.spark.test_sink_commit import SCHEMA, _stage
-from tests.spark.test_stream_partitions import ID_ONLY, read_all
+from tests.spark.sink.test_sink_commit import SCHEMA, _stage
+from tests.spark.streams.test_stream_partitions import ID_ONLY, read_all
 from tests.support.spark_version import requires_spark
 
 pytestmark = [pytest.mark.timeout(300)]

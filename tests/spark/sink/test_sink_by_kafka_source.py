@@ -17,8 +17,8 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from enrich.spark.sink import two_phase
 from enrich.spark.sink.data_source import RedisStreamWriter, StagedPart
 from enrich.spark.sink.row_writes import SinkSettings
-from tests.spark.test_sink_by_source import TARGETS, leftovers, published
-from tests.spark.test_sink_commit import _Task
+from tests.spark.sink.test_sink_by_source import TARGETS, leftovers, published
+from tests.spark.sink.test_sink_commit import _Task
 
 pytestmark = [pytest.mark.timeout(120)]
 

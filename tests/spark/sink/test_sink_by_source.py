@@ -19,7 +19,7 @@ from enrich.spark.sink.by_source import check_writer
 from enrich.spark.sink.codec import pack
 from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
 from enrich.spark.sink.row_writes import SinkSettings
-from tests.spark.test_sink_commit import _Task
+from tests.spark.sink.test_sink_commit import _Task
 
 pytestmark = [pytest.mark.timeout(120)]
 

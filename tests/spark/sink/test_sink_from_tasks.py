@@ -16,7 +16,7 @@ from enrich.spark.sink import data_source, hooks, two_phase
 from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
 from enrich.spark.sink.two_phase import from_tasks
 from enrich.spark.sink.two_phase.errors import SourceOrderBroken
-from tests.spark.test_sink_by_source import (
+from tests.spark.sink.test_sink_by_source import (
     ARROW,
     SCHEMA,
     TARGETS,
@@ -28,7 +28,7 @@ from tests.spark.test_sink_by_source import (
     settings_of,
     stage,
 )
-from tests.spark.test_sink_commit import _Task
+from tests.spark.sink.test_sink_commit import _Task
 
 pytestmark = [pytest.mark.timeout(120)]
 

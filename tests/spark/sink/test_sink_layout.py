@@ -14,7 +14,7 @@ import redis
 from enrich.spark.sink import two_phase
 from enrich.spark.sink.data_source import RedisSinkDataSource
 from enrich.spark.sink.two_phase.layout import SourceLayoutChanged
-from tests.spark.test_sink_by_source import SCHEMA, entry_id, published, rows, run_batch
+from tests.spark.sink.test_sink_by_source import SCHEMA, entry_id, published, rows, run_batch
 
 pytestmark = [pytest.mark.timeout(120)]
 

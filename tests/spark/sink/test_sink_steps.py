@@ -27,7 +27,7 @@ from enrich.spark.sink.two_phase import (
     committed_batch,
     plan_key,
 )
-from tests.spark.test_sink_commit import _Task
+from tests.spark.sink.test_sink_commit import _Task
 from tests.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -481,7 +481,7 @@ def test_the_default_step_is_stated_once_and_the_docs_agree() -> None:
 
     from enrich.spark.sink import data_source
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     figure = f"{STEP_ROWS:,}"
     doc = data_source.__doc__ or ""
     option = doc[doc.index("maxRowsPerCommit:") : doc.index("atomicCommit:")]

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from enrich import LookupCache
 from enrich.spark import lookup_join, statistics
 from enrich.spark.sql import register_lookup
-from tests.sql.conftest import STORES, Store, store_of
+from tests.connectors.sql.conftest import STORES, Store, store_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from enrich.spark import lookup_join
 from enrich.spark.sql.lookup_udf import register_lookup
 from enrich.testing import FakeSource
-from tests.engine.test_join_settings import BAD_SETTINGS, LEAKS
+from tests.lookup.test_join_settings import BAD_SETTINGS, LEAKS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
