@@ -1,6 +1,6 @@
-"""What the relational connectors' test folders share (``tests/connectors/postgres``, ``tests/connectors/mysql``,
-``tests/connectors/sql``): lookups closed after the test, Arrow rows read back, and the Arrow types
-of the ``everything`` tables' fields both servers have."""
+"""What the relational connectors' test folders share (``tests/connectors/postgres``,
+``tests/connectors/mysql``, ``tests/connectors/sql``): lookups closed after the test, Arrow
+rows read back, and the Arrow types of the ``everything`` tables' fields both servers have."""
 
 from __future__ import annotations
 

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 # query's first row), which never decode (40-65 ms a process, 2026-11-28).
 
 # Arrow types whose bulk decoding matches the per-value decoder exactly (checked by
-# tests/connectors/redis/test_arrow.py and tests/connectors/http/test_arrow.py): any mismatch is a refusal
-# that sends the value to the per-value decoder, never a different value.
+# tests/connectors/redis/test_arrow.py and tests/connectors/http/test_arrow.py): any
+# mismatch is a refusal that sends the value to the per-value decoder, never a different
+# value.
 BULK_TYPES = (pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.float32(), pa.bool_())
 
 # The per-value decoder's answer for the values at these positions, aligned with them.

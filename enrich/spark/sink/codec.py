@@ -1,8 +1,8 @@
 """How the ``redis`` sink writes each Spark value: the inverse of the lookup's reading rules.
 
 What the sink writes, ``RedisLookup`` reads back with the same schema as the same value
-(:mod:`enrich.engine.records.coerce` states the reading rules; ``tests/spark/sink/test_sink_codec.py``
-checks each encoding against them). Two forms:
+(:mod:`enrich.engine.records.coerce` states the reading rules;
+``tests/spark/sink/test_sink_codec.py`` checks each encoding against them). Two forms:
 
 * **JSON** (``value=json`` documents, and any nested value): :func:`json_encoder`;
 * **field text** (a hash field, a stream entry's field, a JSON object's map key):

@@ -1,6 +1,7 @@
 """Failures PostgreSQL names its own way: a missing database. The failures every
 relational connector meets alike (a restart mid-job, a wrong password, an unreachable
-server, a statement timeout) are ``tests/connectors/sql/test_failures.py``'s, run on this server too."""
+server, a statement timeout) are ``tests/connectors/sql/test_failures.py``'s, run on this
+server too."""
 
 from __future__ import annotations
 

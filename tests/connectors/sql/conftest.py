@@ -1,8 +1,8 @@
 """Fixtures of the tests every relational connector passes alike: each test runs once per
 server (``store``: the session's PostgreSQL, then the session's MariaDB), its tables fresh
-(the ones of ``tests/connectors/postgres/conftest.py`` and ``tests/connectors/mysql/conftest.py``), and the
-sources a test made closed after it. What one server does its own way stays in that
-server's test folder."""
+(the ones of ``tests/connectors/postgres/conftest.py`` and
+``tests/connectors/mysql/conftest.py``), and the sources a test made closed after it. What
+one server does its own way stays in that server's test folder."""
 
 from __future__ import annotations
 
