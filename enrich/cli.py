@@ -58,14 +58,17 @@ def demo(args: argparse.Namespace) -> int:
                     "openjdk-17-jre-headless') for this part."
                 )
                 return 0
-            live_demo(
+            shown = live_demo(
                 redis_url,
                 http_base,
                 args.duration,
                 args.rows_per_second,
                 source=args.source,
                 postgres_url=postgres_url,
+                wait_limit=args.wait_limit,
             )
+            if not shown:  # it said why
+                return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         print("\nstopped", file=sys.stderr)
         return 130
@@ -179,14 +182,27 @@ def parser() -> argparse.ArgumentParser:
         help="the operator, lookup joins and a live streaming job on embedded services",
         description="Runs three parts: the async operator's throughput against Little's law, "
         "lookup joins on Redis and HTTP (rows labelled), and a streaming Spark job with live "
-        "progress (needs Java). Ctrl-C stops it cleanly.",
+        "progress and its totals (needs Java). Ctrl-C stops it cleanly. Exit code 0 when it "
+        "ran, 1 when the streaming part could not show rows (it says why).",
     )
     d.add_argument(
         "--duration",
         type=float,
         default=20.0,
         metavar="SECONDS",
-        help="how long the streaming part runs (default: 20)",
+        help="how long the streaming part shows enriched rows, counted from its first "
+        "micro-batch with rows (default: 20)",
+    )
+    from .demo.stream_watch import WAIT_LIMIT
+
+    d.add_argument(
+        "--wait-limit",
+        type=float,
+        default=WAIT_LIMIT,
+        metavar="SECONDS",
+        help="how long the streaming query may take, from its start, to end its first "
+        "micro-batch with rows before the demo gives up and says which step it was "
+        f"waiting for (default: {WAIT_LIMIT:g})",
     )
     d.add_argument(
         "--rows-per-second",

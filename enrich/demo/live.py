@@ -3,11 +3,13 @@
 A ``rate`` source makes orders (``source="kafka"``: a producer writes them to a topic
 of a Kafka broker the demo starts, :mod:`enrich.demo.kafka_broker`, and Spark's
 ``kafka`` source reads it); two chained lookup joins (Redis users, HTTP credit) enrich
-them into a memory table. While it runs, a table (``rich``, when installed and
-the output is a terminal; one plain line every two seconds otherwise) shows micro-batches,
-rows/s, lookup latency p50/p99, the cache hit ratio, retries and errors by reason. At the
-end (``duration`` seconds, or Ctrl-C) the query stops and a labelled sample of enriched
-rows is shown: a hit, a miss, a null key, and a row under the error policy.
+them into the demo's sink, which counts them by case (:mod:`enrich.demo.sink_tally`).
+Every step that blocks says what it waits for (:mod:`enrich.demo.waits`); while the query
+runs, the live view (:mod:`enrich.demo.live_view`) says which step it waits for until
+its first micro-batch with rows ends, then shows its numbers for ``duration`` seconds.
+At the end (or on Ctrl-C) the query stops, and the demo prints its totals (rows in,
+enriched, misses, dead letters) and a labelled sample of enriched rows: a hit, a miss, a
+null key, and a row under the error policy.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from typing import Any
 
 from connectors.redis import RedisLookup
 
+from .live_view import batches_of, watch_live
 from .local import BROKEN_USER, DEMO_USERS
 from .postgres_store import users_lookup
+from .sink_tally import CASES, SinkTally
+from .stream_watch import WAIT_LIMIT, StreamWatch
+from .waits import waiting
 
-REFRESH = 0.5  # seconds between live updates
-PLAIN_EVERY = 2.0  # seconds between plain progress lines
-TABLE = "demo_enriched"
+STOP_LIMIT = 60.0  # seconds a stop waits for the micro-batch in progress to end
 
 # Of every 100 orders: five null keys, five unknown users, one broken value, the rest hits
 # on users 20..69 (so the cache answers most of them).
@@ -39,12 +43,6 @@ ORDERS_SQL = (
     f"CASE WHEN value % 20 = 19 THEN NULL WHEN value % 20 = 18 THEN {DEMO_USERS} + value % 7 "
     f"WHEN value % 100 = 17 THEN {BROKEN_USER} ELSE 20 + value % 50 END AS user_id",
     "CAST(value % 97 AS DOUBLE) + 0.5 AS amount",
-)
-SAMPLES = (
-    ("hit", "name IS NOT NULL AND enrich_error IS NULL"),
-    ("miss: no such user", f"user_id >= {DEMO_USERS}"),
-    ("null key: no lookup", "user_id IS NULL"),
-    ("error policy: bad value", "enrich_error IS NOT NULL"),
 )
 
 
@@ -93,29 +91,37 @@ def live_demo(
     rows_per_second: int,
     source: str = "rate",
     postgres_url: str | None = None,
-) -> None:
-    """Run the streaming job for ``duration`` seconds (Ctrl-C stops it early).
+    wait_limit: float = WAIT_LIMIT,
+) -> bool:
+    """Run the streaming job until it has shown enriched rows for ``duration`` seconds,
+    counted from its first micro-batch with rows (Ctrl-C stops it early); whether it did.
 
-    Spark's own output goes to a log in a temporary folder, removed at the end; when the
-    demo fails, the folder is kept and named. ``source="kafka"``: the orders come from a
-    Kafka broker started in that folder, fed by a producer at ``rows_per_second``.
+    It gives up when no micro-batch with rows ended within ``wait_limit`` seconds of the
+    query's start, and says which step it was still waiting for; it ends with the totals
+    either way. Spark's own output goes to a log in a temporary folder, removed at the
+    end; when the demo fails or gives up, the folder is kept and named.
+    ``source="kafka"``: the orders come from a Kafka broker started in that folder, fed
+    by a producer at ``rows_per_second``.
     """
     folder = Path(tempfile.mkdtemp(prefix="enrich-demo-"))
     try:
-        if source == "kafka":
-            with _kafka_orders(folder, rows_per_second) as bootstrap:
-                _live_demo(folder / "spark.log", redis_url, http_base, duration,
-                           rows_per_second, bootstrap, postgres_url)  # fmt: skip
-        else:
-            _live_demo(folder / "spark.log", redis_url, http_base, duration, rows_per_second,
-                       postgres_url=postgres_url)  # fmt: skip
+        with contextlib.ExitStack() as stack:
+            kafka = None
+            if source == "kafka":
+                kafka = stack.enter_context(_kafka_orders(folder, rows_per_second))
+            failure = _live_demo(folder / "spark.log", redis_url, http_base, duration,
+                                 rows_per_second, kafka, postgres_url, wait_limit)  # fmt: skip
     except KeyboardInterrupt:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     except BaseException:
         print(f"Spark's log is kept in {folder}", file=sys.stderr)
         raise
+    if failure is not None:
+        print(f"Spark's log is kept in {folder}", file=sys.stderr)
+        return False
     shutil.rmtree(folder, ignore_errors=True)
+    return True
 
 
 @contextlib.contextmanager
@@ -163,23 +169,20 @@ def _live_demo(
     rows_per_second: int,
     kafka: str | None = None,
     postgres_url: str | None = None,
-) -> None:
-    from connectors.http import HttpLookup
-    from enrich import LookupCache
-    from enrich.spark import lookup_join, session
+    wait_limit: float = WAIT_LIMIT,
+) -> str | None:
+    """The streaming part; None when it showed rows for ``duration``, else why not."""
+    from enrich.spark import session
 
     store = "PostgreSQL" if postgres_url else "Redis"
     where = f"the Kafka topic 'orders' ({kafka})" if kafka else "a rate source"
     print(
         f"3. Spark Structured Streaming: {rows_per_second:,} orders/s from {where},\n"
-        f"   enriched from {store} (users), then HTTP (credit), for {duration:g} s "
-        "(Ctrl-C stops sooner)\n"
+        f"   enriched from {store} (users), then HTTP (credit); enriched rows are shown for\n"
+        f"   {duration:g} s from the first micro-batch with rows (Ctrl-C stops sooner)\n"
     )
-    print(
-        f"   starting Spark (local[2]; its own output goes to {log}, removed at the end) ...",
-        flush=True,
-    )
-    with _stderr_to(log):
+    print(f"   Spark's own output goes to {log} (its folder is removed at the end)")
+    with waiting("Spark to start (local[2])", "Spark started"), _stderr_to(log):
         spark = session(
             "enrich-demo",
             master="local[2]",
@@ -191,47 +194,23 @@ def _live_demo(
     spark.sparkContext.setLogLevel("ERROR")
     query = None
     try:
-        users: Any = (
-            users_lookup(postgres_url)
-            if postgres_url
-            else QuietRedisLookup(
-                redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+        tally = SinkTally()
+        with waiting("the query to start (Spark plans it and starts its source)", "query started"):
+            enriched = _enriched(spark, redis_url, http_base, rows_per_second, kafka, postgres_url)
+            query = (
+                enriched.writeStream.foreachBatch(tally).trigger(processingTime="1 second").start()
             )
-        )
-        credit = HttpLookup(http_base + "/users/{}", schema="credit double")
-        if kafka:  # the producer's order numbers, as the rate source's value
-            numbers = (
-                spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", kafka)
-                .option("subscribe", "orders")
-                .option("startingOffsets", "earliest")
-                .load()
-                .selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS value")
-            )
-        else:
-            numbers = (
-                spark.readStream.format("rate")
-                .option("rowsPerSecond", rows_per_second)
-                .option("numPartitions", 2)
-                .load()
-            )
-        orders = numbers.selectExpr(*ORDERS_SQL)
-        cache = LookupCache(max_rows=10_000, ttl=60)
-        enriched = lookup_join(
-            orders, users, on="user_id", cache=cache, on_error="error_column", name="users"
-        )
-        enriched = lookup_join(
-            enriched, credit, on="user_id", cache=cache, on_error="null", name="credit"
-        )
-        query = (
-            enriched.writeStream.format("memory")
-            .queryName(TABLE)
-            .trigger(processingTime="1 second")
-            .start()
-        )
+        watch = StreamWatch(duration=duration, wait_limit=wait_limit)
+        failure = None
         try:
-            _watch(query, duration)
-            _finish_batch(query)
+            watch_live(spark, query, watch)
+            if watch.has_given_up():
+                failure = watch.reason()
+                _stop(query, limit=0.0)
+            elif not watch.is_done():  # the query ended by itself: it failed
+                failure = f"the query stopped: {_first_line(query.exception())}"
+            else:
+                _stop(query, limit=STOP_LIMIT)
         except KeyboardInterrupt:
             print(
                 "\n   Ctrl-C: stopping the query after the micro-batch in progress "
@@ -241,15 +220,67 @@ def _live_demo(
             # A stop in the middle of a batch makes its Python workers print tracebacks
             # of the closed sockets; one more second or two is cheaper than that noise.
             with contextlib.suppress(KeyboardInterrupt):
-                _finish_batch(query, limit=30.0, rows=False)
-        # A task cancelled by stop() is logged at ERROR with a stack trace: not news here.
-        spark.sparkContext.setLogLevel("OFF")
-        query.stop()
-        _samples(spark, typed=postgres_url is not None)
+                _stop(query, limit=30.0)
+        watch.note(batches_of(query.recentProgress))  # what ended since the last look
+        print()
+        for line in tally.totals(watch.ended()).lines():
+            print("   " + line)
+        _samples(tally.samples(), typed=postgres_url is not None)
+        if failure is not None:
+            print(f"   The demo could not show its stream: {failure}.\n")
+        return failure
     finally:
         if query is not None and query.isActive:
             query.stop()
-        spark.stop()
+        # A task cancelled by a stop is logged at ERROR with a stack trace: not news here.
+        spark.sparkContext.setLogLevel("OFF")
+        with waiting("Spark to stop", "Spark stopped"):
+            spark.stop()
+
+
+def _enriched(
+    spark: Any,
+    redis_url: str,
+    http_base: str,
+    rows_per_second: int,
+    kafka: str | None,
+    postgres_url: str | None,
+) -> Any:
+    """The orders stream, enriched by the users join, then the credit join."""
+    from connectors.http import HttpLookup
+    from enrich import LookupCache
+    from enrich.spark import lookup_join
+
+    users: Any = (
+        users_lookup(postgres_url)
+        if postgres_url
+        else QuietRedisLookup(
+            redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+        )
+    )
+    credit = HttpLookup(http_base + "/users/{}", schema="credit double")
+    if kafka:  # the producer's order numbers, as the rate source's value
+        numbers = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", kafka)
+            .option("subscribe", "orders")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS value")
+        )
+    else:
+        numbers = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", rows_per_second)
+            .option("numPartitions", 2)
+            .load()
+        )
+    orders = numbers.selectExpr(*ORDERS_SQL)
+    cache = LookupCache(max_rows=10_000, ttl=60)
+    enriched = lookup_join(
+        orders, users, on="user_id", cache=cache, on_error="error_column", name="users"
+    )
+    return lookup_join(enriched, credit, on="user_id", cache=cache, on_error="null", name="credit")
 
 
 def _connector(kafka: str | None) -> dict[str, Any]:  # session()'s **conf (str values)
@@ -260,89 +291,51 @@ def _connector(kafka: str | None) -> dict[str, Any]:  # session()'s **conf (str 
     return {"spark__jars": ",".join(str(jar) for jar in connector_jars())}
 
 
-def _status(query: Any, started: float) -> dict[str, str]:
-    from enrich.spark import statistics
-
-    progress = query.recentProgress
-    last = progress[-1] if progress else {}
-    rows = sum(int(p.get("numInputRows", 0)) for p in progress)
-    users, credit = statistics("users"), statistics("credit")
-    errors = dict(users.errors)
-    for reason, count in credit.errors.items():
-        errors[reason] = errors.get(reason, 0) + count
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value * 1e3:.1f} ms"
-
-    waiting = "" if progress else " (first micro-batch: Spark starts its Python workers)"
-    return {
-        "elapsed": f"{time.monotonic() - started:.0f} s{waiting}",
-        "micro-batches": str(len(progress)),
-        "rows": f"{rows:,}",
-        "rows/s": f"{float(last.get('processedRowsPerSecond', 0.0)):,.0f}",
-        "users p50 / p99": f"{ms(users.latency_p50)} / {ms(users.latency_p99)}",
-        "credit p50 / p99": f"{ms(credit.latency_p50)} / {ms(credit.latency_p99)}",
-        "cache hit ratio": f"{users.cache_hit_ratio:.2f} / {credit.cache_hit_ratio:.2f}",
-        "misses": f"{users.misses:,} / {credit.misses:,}",
-        "retries": str(users.retries + credit.retries),
-        "errors": ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "none",
-    }
+def _stop(query: Any, limit: float) -> None:
+    """Stop the query once the micro-batch in progress has ended (waiting at most
+    ``limit`` seconds for it), so that the stop cuts short at most the planning of the
+    next one, before any of its rows reach the sink."""
+    batch = max((int(p["batchId"]) for p in query.recentProgress), default=-1) + 1
+    what = "the query to stop"
+    if limit > 0 and query.status.get("isTriggerActive", False):
+        what = f"micro-batch {batch} to end (at most {limit:g} s), then the query to stop"
+    with waiting(what, "query stopped"):
+        ended = _batch_end(query, batch, limit)
+        # A batch the stop cuts short in the sink makes py4j log the interruption, with
+        # a Java stack trace, on the console; that batch counts nowhere (it reports no
+        # progress), so the trace says nothing the totals do not.
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        query.stop()
+    if not ended:
+        print(f"   micro-batch {batch} did not end within {limit:g} s: the stop cut it short")
 
 
-def _watch(query: Any, duration: float) -> None:
-    started = time.monotonic()
-    deadline = started + duration
-    try:
-        from rich.live import Live
-        from rich.table import Table
-
-        fancy = sys.stdout.isatty()
-    except ImportError:  # rich is optional: plain lines instead
-        fancy = False
-    if not fancy:
-        next_line = started
-        while time.monotonic() < deadline and query.isActive:
-            if time.monotonic() >= next_line:
-                status = _status(query, started)
-                print("   " + "  ".join(f"{k} {v}" for k, v in status.items()), flush=True)
-                next_line += PLAIN_EVERY
-            time.sleep(REFRESH)
-        return
-
-    def table() -> Any:
-        shown = Table(title="live: users / credit (HTTP)", show_header=False)
-        shown.add_column("what", style="bold")
-        shown.add_column("value", justify="right")
-        for key, value in _status(query, started).items():
-            shown.add_row(key, value)
-        return shown
-
-    with Live(table(), refresh_per_second=4, transient=False) as live:
-        while time.monotonic() < deadline and query.isActive:
-            time.sleep(REFRESH)
-            live.update(table())
-
-
-def _finish_batch(query: Any, limit: float = 60.0, rows: bool = True) -> None:
-    """Wait (up to ``limit`` s) until no micro-batch is running and, with ``rows``, one has
-    committed rows, so that the sample has rows and the stop interrupts no batch."""
+def _batch_end(query: Any, batch: int, limit: float) -> bool:
+    """Wait (at most ``limit`` s) until micro-batch ``batch`` (or any later) has ended or
+    no micro-batch runs; whether it came to that."""
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and query.isActive:
-        committed = not rows or any(int(p.get("numInputRows", 0)) for p in query.recentProgress)
-        if committed and not query.status.get("isTriggerActive", False):
-            return
+    while query.isActive:
+        if not query.status.get("isTriggerActive", False):
+            return True
+        if any(int(p["batchId"]) >= batch for p in query.recentProgress[-3:]):
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.1)
+    return True
 
 
-def _samples(spark: Any, typed: bool = False) -> None:
+def _first_line(error: Any) -> str:
+    return str(error).strip().splitlines()[0] if error else "no error given"
+
+
+def _samples(samples: dict[str, dict[str, Any]], typed: bool = False) -> None:
     """One enriched row per case; ``typed`` (a PostgreSQL table): no bad value to show."""
     print("\n   A sample of enriched rows (users: left join, on_error='error_column';")
     print("   credit: left join, on_error='null'):\n")
-    columns = "order_id, user_id, amount, name, tier, credit, enrich_error"
-    for label, where in SAMPLES:
-        if typed and label.startswith("error policy"):
+    for case in CASES:
+        if typed and case.name == "dead letter":
             continue  # user 13 is a plain row of the table: a hit
-        rows = spark.sql(f"SELECT {columns} FROM {TABLE} WHERE {where} LIMIT 1").collect()
-        shown = rows[0].asDict() if rows else "(none yet: run longer)"
-        print(f"   {label:<24} {shown}")
+        shown = samples.get(case.label, "(none yet: run longer)")
+        print(f"   {case.label:<24} {shown}")
     print()
