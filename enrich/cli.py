@@ -190,8 +190,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=20.0,
         metavar="SECONDS",
-        help="how long the streaming part shows enriched rows, counted from its first "
-        "micro-batch with rows (default: 20)",
+        help="how long the streaming part shows enriched rows, from its first micro-batch "
+        "with rows (default: 20)",
     )
     from .demo.stream_watch import WAIT_LIMIT
 

@@ -338,6 +338,7 @@ def test_demo_runs_for_its_duration_without_redis_on_path(tmp_path: Path) -> Non
     assert any("java" in c for c in watched.seen.values()), watched.seen
     assert wait_gone(watched.seen) == {}
     assert "its own output goes to" in out
+    assert re.search(r"^   totals: rows in [1-9][\d,]* = enriched ", out, re.M), out[-4000:]
     assert list(tmp_path.glob("enrich-*")) == []  # Spark's log folder removed at the end
 
 

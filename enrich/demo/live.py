@@ -181,7 +181,7 @@ def _live_demo(
         f"   enriched from {store} (users), then HTTP (credit); enriched rows are shown for\n"
         f"   {duration:g} s from the first micro-batch with rows (Ctrl-C stops sooner)\n"
     )
-    print(f"   Spark's own output goes to {log} (its folder is removed at the end)")
+    print(f"   Spark: its own output goes to {log} (its folder is removed at the end)")
     with waiting("Spark to start (local[2])", "Spark started"), _stderr_to(log):
         spark = session(
             "enrich-demo",
