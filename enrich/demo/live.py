@@ -28,8 +28,7 @@ from typing import Any
 from connectors.redis import RedisLookup
 
 from .live_view import batches_of, watch_live
-from .local import BROKEN_USER, DEMO_USERS
-from .postgres_store import users_lookup
+from .local import BROKEN_USER, DEMO_USERS, users_store
 from .sink_tally import CASES, SinkTally
 from .stream_watch import WAIT_LIMIT, StreamWatch
 from .waits import waiting
@@ -251,13 +250,7 @@ def _enriched(
     from enrich import LookupCache
     from enrich.spark import lookup_join
 
-    users: Any = (
-        users_lookup(postgres_url)
-        if postgres_url
-        else QuietRedisLookup(
-            redis_url, key_template="user:{}", value="json", schema="name string, tier string"
-        )
-    )
+    users = users_store(redis_url, postgres_url, QuietRedisLookup)
     credit = HttpLookup(http_base + "/users/{}", schema="credit double")
     if kafka:  # the producer's order numbers, as the rate source's value
         numbers = (

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 # Re-exported: the demo's callers and the tests' fixtures find the binary through here.
 from .redis_binary import (
@@ -23,6 +24,9 @@ from .redis_binary import (
     embedded_redis_binary as embedded_redis_binary,
     redis_binary as redis_binary,
 )
+
+if TYPE_CHECKING:
+    from connectors.redis import RedisLookup
 
 STARTUP_TIMEOUT = 20.0
 
@@ -177,6 +181,24 @@ def seed_redis(url: str, users: int = DEMO_USERS) -> None:
         client.set(f"user:{BROKEN_USER}", "{not json")
     finally:
         client.close()
+
+
+def users_store(
+    redis_url: str, postgres_url: str | None = None, redis_lookup: type[RedisLookup] | None = None
+) -> Any:
+    """The demo's users lookup: the PostgreSQL table with ``postgres_url``
+    (:func:`enrich.demo.postgres_store.users_lookup`), else the JSON documents
+    ``user:<id>`` in Redis, through ``redis_lookup`` (``RedisLookup`` by default)."""
+    if postgres_url:
+        from .postgres_store import users_lookup
+
+        return users_lookup(postgres_url)
+    from connectors.redis import RedisLookup
+
+    lookup = redis_lookup or RedisLookup
+    return lookup(
+        redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+    )
 
 
 @contextlib.contextmanager

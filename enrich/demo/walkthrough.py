@@ -16,7 +16,7 @@ import enrich
 
 from ..engine.runtime import run_sync
 from ..lookup.iterators import dict_rows, lookup_chunks
-from .local import BROKEN_USER, DEMO_USERS
+from .local import BROKEN_USER, DEMO_USERS, users_store
 
 LATENCY = 0.005  # seconds: a remote store on a good network
 
@@ -86,9 +86,6 @@ def lookup_demo(redis_url: str, http_base: str, postgres_url: str | None = None)
     PostgreSQL table of :mod:`enrich.demo.postgres_store` instead of Redis.
     """
     from connectors.http import HttpLookup
-    from connectors.redis import RedisLookup
-
-    from .postgres_store import users_lookup
 
     store = "PostgreSQL" if postgres_url else "Redis"
     print(
@@ -96,13 +93,7 @@ def lookup_demo(redis_url: str, http_base: str, postgres_url: str | None = None)
         "   Left joins; a row whose lookup fails gets null fields and its reason in\n"
         "   enrich_error (on_error='error_column') instead of failing the job.\n"
     )
-    users: Any = (
-        users_lookup(postgres_url)
-        if postgres_url
-        else RedisLookup(
-            redis_url, key_template="user:{}", value="json", schema="name string, tier string"
-        )
-    )
+    users = users_store(redis_url, postgres_url)
     credit = HttpLookup(http_base + "/users/{}", schema="credit double")
     cache = enrich.LookupCache(max_rows=1_000, ttl=60)
     orders = [order for _, order in ORDERS]
