@@ -112,7 +112,10 @@ class StreamWatch:
             return Phase.FIRST_ROWS
         if seen.tasks:
             return Phase.PYTHON_WORKERS
-        return Phase.NO_DATA if self._batches else Phase.QUERY_START
+        if self._batches:
+            return Phase.NO_DATA
+        # No task runs between two of micro-batch 0's: the query has started all the same.
+        return Phase.QUERY_START if self._phase is Phase.QUERY_START else self._phase
 
     @property
     def phase(self) -> Phase:
@@ -160,8 +163,8 @@ class StreamWatch:
         if self._phase is Phase.QUERY_START:
             return f"the query's start: Spark sets up its source and micro-batch 0 ({so_far})"
         if self._phase is Phase.PYTHON_WORKERS:
-            tasks = f"{seen.tasks} task{'' if seen.tasks == 1 else 's'}"
-            return f"Spark to start its Python workers (micro-batch {batch}, {tasks}; {so_far})"
+            tasks = f", {seen.tasks} task{'' if seen.tasks == 1 else 's'}" if seen.tasks else ""
+            return f"Spark to start its Python workers (micro-batch {batch}{tasks}; {so_far})"
         if self._phase is Phase.FIRST_ROWS:
             return (
                 f"the first micro-batch with rows to end (micro-batch {batch}; its workers "

@@ -48,6 +48,16 @@ def test_tasks_without_rows_in_the_workers_wait_for_the_python_workers() -> None
     )
 
 
+def test_between_two_tasks_of_the_first_batch_the_query_has_still_started() -> None:
+    w = watch()
+    w.see(Observation(at=1.0, running=True))
+    w.see(Observation(at=4.0, running=True, tasks=1))
+    assert w.see(Observation(at=6.0, running=True)) is Phase.PYTHON_WORKERS
+    assert line(w) == (
+        "elapsed 6 s  waiting for Spark to start its Python workers (micro-batch 0; 2 s so far)"
+    )
+
+
 def test_rows_in_the_workers_wait_for_the_first_batch_with_rows_to_end() -> None:
     w = watch()
     w.see(Observation(at=4.0, batches=(EMPTY_0,), running=True, tasks=1))
