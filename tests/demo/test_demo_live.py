@@ -15,7 +15,7 @@ import pytest
 
 from enrich.demo.live import _stderr_to
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_what_spark_writes_while_starting_goes_to_the_log(
