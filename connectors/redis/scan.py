@@ -30,8 +30,7 @@ import pyarrow as pa
 
 from enrich.spi import ColumnarAnswer, answer_from_mapping, arrow_schema
 
-from . import bounds, client, codec
-from .arrow import decode_json
+from . import arrow, client, codec
 from .config import KeyTemplate, ValueFormat
 
 _GLOB = re.compile(rb"([*?\[\]\\])")
@@ -87,6 +86,11 @@ async def _read(
     struct_type: pa.StructType,
 ) -> list[tuple[Any, int]]:
     """The pages of ``redis_keys`` (distinct): see :func:`scan_dimension`."""
+    if lookup._settings.value is ValueFormat.JSON:
+        pages = await _read_json(lookup, redis_keys, struct_type)
+        if pages is not None:
+            return pages
+    # Hashes and strings, or JSON whose MGET the server denied (ACL): key by key.
     settings = lookup._settings
     endpoint = settings.connection.endpoint
     wanted = [(key, key) for key in redis_keys]
@@ -94,59 +98,35 @@ async def _read(
     batches = codec.pack(commands, settings.max_batch)
     replies = await client.execute(handle, batches, endpoint)
     hashes = settings.value is ValueFormat.HASH
+    results: dict[bytes, Any] = {}
+    denied: list[codec.Command] = []
     size = 0
     for batch, batch_replies in zip(batches, replies, strict=True):
         for command, reply in zip(batch, batch_replies, strict=True):
             size += _size(command, reply, hashes)
-    answer = None
-    if settings.value is ValueFormat.JSON:
-        answer = _json_answer(lookup, redis_keys, batches, replies, struct_type)
-    if answer is None:  # hashes and strings, or an MGET denied: the per-key decoder
-        results: dict[bytes, Any] = {}
-        denied: list[codec.Command] = []
-        for batch, batch_replies in zip(batches, replies, strict=True):
-            lookup._read(batch, batch_replies, results, denied)
-        if denied:
-            await lookup._ask_singly(handle, denied, results)
-        answer = answer_from_mapping(redis_keys, results, struct_type)
-    return _pages(redis_keys, answer, size)
+        lookup._read(batch, batch_replies, results, denied)
+    if denied:
+        await lookup._ask_singly(handle, denied, results)
+    return _pages(redis_keys, answer_from_mapping(redis_keys, results, struct_type), size)
 
 
-def _json_answer(
-    lookup: Any,
-    redis_keys: Sequence[bytes],
-    batches: Sequence[Sequence[codec.Command]],
-    replies: Sequence[Sequence[Any]],
-    struct_type: pa.StructType,
-) -> ColumnarAnswer | None:
-    """The MGETs' JSON values decoded in bulk (:func:`arrow.decode_json`: the same
-    outcome per key as ``lookup_many``), or None when the server denied an MGET (ACL:
-    the per-key path asks its keys one by one)."""
+async def _read_json(
+    lookup: Any, redis_keys: Sequence[bytes], struct_type: pa.StructType
+) -> list[tuple[Any, int]] | None:
+    """The pages of JSON values read by the columnar lookup's MGETs and decoded in bulk
+    (:func:`arrow.decode_json`: the same outcome per key as ``lookup_many``), or None
+    when the server denied an MGET."""
     settings = lookup._settings
-    endpoint = settings.connection.endpoint
-    where = f"redis at {endpoint.address}"
-    got: dict[bytes, bytes | None] = {}
-    failed: dict[bytes, BaseException] = {}
-    for batch, batch_replies in zip(batches, replies, strict=True):
-        for command, reply in zip(batch, batch_replies, strict=True):
-            if isinstance(reply, Exception):
-                if len(command.keys) > 1 and client.is_denied(reply):
-                    return None
-                for key in command.keys:
-                    failed[key] = client.translate(reply, endpoint, key=key)
-                continue
-            command, reply, too_large = bounds.split_oversized(
-                command, reply, settings.value, settings.max_value_bytes, where
-            )
-            failed.update(too_large)
-            got.update(zip(command.keys, reply, strict=True))
-    values = list(map(got.get, redis_keys))
-    answer = decode_json(values, redis_keys, settings, lookup.schema, struct_type)
-    if failed:
-        answer.errors.update(
-            (position, failed[key]) for position, key in enumerate(redis_keys) if key in failed
-        )
-    return answer
+    keys = pa.array(redis_keys, pa.binary())
+    replies = await arrow.mget_by_command(settings, keys, keys)
+    if replies is None:
+        return None
+    values, errors = replies
+    size = sum(map(len, redis_keys)) + sum(map(len, filter(None, values)))
+    arrow.fail_oversized(values, errors, keys, lambda: keys, settings)
+    answer = arrow.decode_json(values, redis_keys, settings, lookup.schema, struct_type)
+    answer.errors.update(errors)
+    return _pages(redis_keys, answer, size)
 
 
 def _pages(redis_keys: Sequence[bytes], answer: ColumnarAnswer, size: int) -> list[tuple[Any, int]]:
