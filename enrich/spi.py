@@ -15,7 +15,8 @@ What a connector implements:
   ``fetch_arrow``: Arrow keys in, a :class:`ColumnarAnswer` out; the bulk decoders
   :func:`decode_texts` / :func:`decode_documents` and :func:`answer_from_mapping` do the
   decoding); :class:`ListableSource` (``store_key`` / ``scan_dimension``) lets a full
-  cache (``cache="full"``) load the whole dimension.
+  cache (``cache="full"``) load the whole dimension (:func:`arrow_schema` gives a
+  schema's Arrow fields, for pages handed over as Arrow tables).
 
 What it may use:
 
@@ -50,6 +51,7 @@ from .engine.checks import (
 )
 from .engine.clock import Clock, LoopClock
 from .engine.mailbox.hold import held_back
+from .engine.records.arrow_types import arrow_schema
 from .engine.records.record_schema import Schema, SchemaLike
 from .lookup.contract.bulk_decode import decode_documents, decode_texts
 from .lookup.contract.columnar_answer import (
@@ -92,6 +94,7 @@ __all__ = (
     "answer_from_mapping",
     "decode_texts",
     "decode_documents",
+    "arrow_schema",
     # errors
     "LookupFailed",
     "SourceUnavailable",

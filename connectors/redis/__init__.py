@@ -319,9 +319,10 @@ class RedisLookup:
         """
         return self._settings.key_template.render(key)
 
-    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[dict[bytes, Any], int]]:
+    def scan_dimension(self, page_rows: int) -> AsyncIterator[tuple[Any, int]]:
         """Every key the key template matches, with its answer, a page at a time, for
-        ``enrich.FullCache``: ``SCAN`` and pipelined reads (see ``connectors.redis.scan``)."""
+        ``enrich.FullCache``: ``SCAN``, pipelined reads, Arrow pages (see
+        ``connectors.redis.scan``)."""
         from .scan import scan_dimension
 
         return scan_dimension(self, page_rows)

@@ -67,21 +67,21 @@ async def fetch_arrow(
         return await _general(lookup_many, keys, struct_type)
     endpoint = settings.connection.endpoint
     if endpoint.cluster or endpoint.is_sentinel:
-        replies = await _mget_by_command(settings, keys, _rendered(settings, text))
+        replies = await mget_by_command(settings, keys, _rendered(settings, text))
     else:
         replies = await _mget_packed(settings, keys, text)
     if replies is None:  # one denied key refuses a whole MGET: ask key by key
         return await _general(lookup_many, keys, struct_type)
     values, errors = replies
     redis_keys = partial(_rendered, settings, text)  # only a value that fails needs them
-    _fail_oversized(values, errors, keys, redis_keys, settings)
+    fail_oversized(values, errors, keys, redis_keys, settings)
     return partial(_decoded, values, redis_keys, settings, schema, struct_type, errors)
 
 
 Replies = tuple[list[bytes | None], dict[int, BaseException]]
 
 
-def _fail_oversized(
+def fail_oversized(
     values: list[bytes | None],
     errors: dict[int, BaseException],
     keys: pa.Array,
@@ -141,7 +141,7 @@ async def _mget_packed(
     return values, errors
 
 
-async def _mget_by_command(
+async def mget_by_command(
     settings: LookupSettings, keys: pa.Array, redis_keys: pa.BinaryArray
 ) -> Replies | None:
     """The MGETs of :func:`_mget_packed` planned key by key (per slot on a cluster),
