@@ -5,7 +5,7 @@ the table's ``TABLE_ROWS`` ids, 2 partitions) into Spark's ``noop`` sink:
 
 * ``lookup_join`` on its defaults (``MySqlLookup``, no cache);
 * (b) a hand-written ``mapInPandas``: one ``SELECT ... WHERE id IN (...)`` per Arrow batch
-  (its distinct keys) over one PyMySQL connection per worker, a pandas merge;
+  (its distinct keys) over one aiomysql connection per worker, a pandas merge;
 * (a) a per-row UDF: one PyMySQL ``SELECT ... WHERE id = %s`` per row on one connection
   per worker (``UDF_ROWS`` rows: its rate is what matters);
 * (c) an Arrow passthrough, the floor of any Python stage.
@@ -13,14 +13,18 @@ the table's ``TABLE_ROWS`` ids, 2 partitions) into Spark's ``noop`` sink:
 And the full cache: one load of the whole table by ``FullCacheSource.reload`` against a
 plain ``SELECT`` of the same rows streamed by PyMySQL's unbuffered cursor and thrown away.
 
-Run: ``python -m benchmarks mysql`` (writes benchmarks/results/mysql.md). Sizes:
+Run: ``python -m benchmarks mysql`` (writes benchmarks/results/mysql.md), or the joins
+alone: ``python -m benchmarks.mysql joins`` (benchmarks/results/mysql_joins.md; medians of
+three interleaved rounds, the defaults first, then the former defaults). Sizes:
 ``ENRICH_BENCH_MYSQL_TABLE`` (200,000), ``ENRICH_BENCH_MYSQL_ROWS`` (500,000). The server
 is the tests' MariaDB (tests/support/mysql_server.py: Debian's mariadb-server).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +44,10 @@ TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_TABLE", 200_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_ROWS", 500_000))
 UDF_ROWS = min(ROWS, 10_000)
 ROUNDS = 2
+JOIN_ROUNDS = 3  # the joins: medians of three interleaved rounds
+# The join's defaults before sources advertised their own bound: Spark's 131072 rows per
+# task, 8 connections, 500 keys per statement.
+FORMER = "lookup_join, former defaults (capacity 131072, pool_size 8, max_batch 500)"
 
 # -- the executor side of the hand-written paths (module level: workers import them) ----
 
@@ -55,18 +63,40 @@ def _connection(options: dict[str, Any]) -> Any:
     return _connections[key]
 
 
+_loops: dict[int, asyncio.AbstractEventLoop] = {}
+_async_connections: dict[tuple[int, str], Any] = {}
+
+
+def _aiomysql(options: dict[str, Any]) -> tuple[asyncio.AbstractEventLoop, Any]:
+    import aiomysql
+
+    pid = os.getpid()
+    loop = _loops.get(pid)
+    if loop is None:
+        loop = _loops[pid] = asyncio.new_event_loop()
+    key = (pid, repr(sorted(options.items())))
+    if key not in _async_connections:
+        settings = {k: v for k, v in options.items() if k != "database"}
+        opened = aiomysql.connect(**settings, db=options["database"], autocommit=True)
+        _async_connections[key] = loop.run_until_complete(opened)
+    return loop, _async_connections[key]
+
+
 def in_per_batch(options: dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """(b) The mapInPandas body: one ``IN (...)`` per batch over one connection."""
+    """(b) The mapInPandas body: one ``IN (...)`` per batch over one aiomysql connection."""
+
+    async def fetch(conn: Any, keys: list[int]) -> Any:
+        async with conn.cursor() as cursor:
+            await cursor.execute(f"{SELECT} WHERE id IN %s", (keys,))
+            return await cursor.fetchall()
 
     def enrich_frames(frames: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        conn = _connection(options)
+        loop, conn = _aiomysql(options)
         for frame in frames:
             keys = frame["user_id"].dropna().unique().tolist()
-            with conn.cursor() as cursor:
-                cursor.execute(f"{SELECT} WHERE id IN %s", (keys,))
-                records = cursor.fetchall()
+            records = loop.run_until_complete(fetch(conn, keys))
             found = pd.DataFrame(list(records), columns=["user_id", "name", "tier", "credit"])
             yield frame.merge(found, on="user_id", how="left")
 
@@ -117,9 +147,14 @@ def join_paths(spark: Any, server: MySqlServer) -> tuple[str, dict[str, float]]:
         rows=ROWS,
         udf_rows=UDF_ROWS,
         table_rows=TABLE_ROWS,
-        rounds=ROUNDS,
+        rounds=JOIN_ROUNDS,
+        former=(
+            FORMER,
+            MySqlLookup(server.url, table="users", key="id", schema=SCHEMA, pool_size=8),
+            131072,
+        ),
         per_batch=(
-            "(b) mapInPandas, one IN (...) per batch, one PyMySQL connection",
+            "(b) mapInPandas, one IN (...) per batch, one aiomysql connection",
             in_per_batch(options),
         ),
         per_row=(
@@ -203,5 +238,50 @@ def main() -> None:
     print(f"written to {path} in {time.perf_counter() - started:.0f}s")
 
 
+def main_joins() -> None:
+    """The joins alone (``python -m benchmarks.mysql joins``): results/mysql_joins.md."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="enrich-bench-mysql-") as folder:
+        server = MySqlServer(Path(folder)).start()
+        try:
+            fill(server)
+            print(f"MariaDB: users of {TABLE_ROWS:,} rows on port {server.port}", flush=True)
+            spark = start_spark()
+            try:
+                joins_text, rates = join_paths(spark, server)
+            finally:
+                spark.stop()
+        finally:
+            server.stop()
+    checks = [
+        ["lookup_join (defaults) vs (b) aiomysql IN (...)", rates["main"] / rates["b"], ">= 1.5x"],
+        ["lookup_join (defaults) vs (a) per-row UDF", rates["main"] / rates["a"], "-"],
+        ["lookup_join (defaults) vs its former defaults", rates["main"] / rates["former"], "-"],
+    ]
+    load = os.popen("uptime").read().strip()
+    path = write(
+        "mysql_joins",
+        "MySQL/MariaDB lookup joins",
+        [
+            (
+                f"{ROWS:,} orders over a {TABLE_ROWS:,}-row table, local[2], noop sink",
+                joins_text,
+            ),
+            (
+                "Against the targets",
+                table(["ratio", "measured", "target"], checks),
+            ),
+        ],
+        notes=(
+            f"Medians of {JOIN_ROUNDS} interleaved rounds, the defaults first in each; the "
+            "load column is the 1-minute load average when each round of the path ended. "
+            f"`uptime` at the end: {load}. The server: Debian's MariaDB 10.11 started by "
+            "tests/support/mysql_server.py on loopback, on the same 2 cores as Spark and "
+            "the machine's other tenants."
+        ),
+    )
+    print(f"written to {path} in {time.perf_counter() - started:.0f}s")
+
+
 if __name__ == "__main__":
-    main()
+    main_joins() if sys.argv[1:] == ["joins"] else main()
