@@ -12,11 +12,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ._report import best_rate, table
+from ._report import best_rate, table, write
 from .spark import PARTITIONS, passthrough, sink
 
 SCHEMA = "name string, tier string, credit double"
 SELECT = "SELECT id, name, tier, credit FROM users"
+JOIN_ROUNDS = 3  # the joins: medians of three interleaved rounds
 
 
 def orders(spark: Any, rows: int, seed: int, table_rows: int) -> Any:
@@ -110,3 +111,26 @@ def race_joins(
     if former is not None:
         figures["former"] = rates[former[0]]
     return table(headers, lines), figures
+
+
+def write_joins(
+    name: str, title: str, sizes: str, joins: str, checks: list[list[Any]], server: str
+) -> None:
+    """Write ``benchmarks/results/<name>.md``: the joins' table (``sizes`` its heading),
+    the ratios against the targets (``checks``), the rounds, the load and ``server``."""
+    load = os.popen("uptime").read().strip()
+    path = write(
+        name,
+        title,
+        [
+            (f"{sizes}, local[2], noop sink", joins),
+            ("Against the targets", table(["ratio", "measured", "target"], checks)),
+        ],
+        notes=(
+            f"Medians of {JOIN_ROUNDS} interleaved rounds, the defaults first in each; the load "
+            "column is the 1-minute load average when each round of the path ended. `uptime` "
+            f"at the end: {load}. The server: {server}, on loopback, on the same 2 cores as Spark "
+            "and the machine's other tenants."
+        ),
+    )
+    print(f"written to {path}")

@@ -23,11 +23,13 @@ is the tests' MariaDB (tests/support/mysql_server.py: Debian's mariadb-server).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +39,13 @@ from enrich.engine.runtime import run_sync
 from tests.support.mysql_server import MySqlServer
 
 from ._report import table, write
-from ._sql_paths import SCHEMA, SELECT, race_joins
+from ._sql_paths import JOIN_ROUNDS, SCHEMA, SELECT, race_joins, write_joins
 from .spark import start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_TABLE", 200_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_MYSQL_ROWS", 500_000))
 UDF_ROWS = min(ROWS, 10_000)
 ROUNDS = 2
-JOIN_ROUNDS = 3  # the joins: medians of three interleaved rounds
 # The join's defaults before sources advertised their own bound: Spark's 131072 rows per
 # task, 8 connections, 500 keys per statement.
 FORMER = "lookup_join, former defaults (capacity 131072, pool_size 8, max_batch 500)"
@@ -78,7 +79,8 @@ def _aiomysql(options: dict[str, Any]) -> tuple[asyncio.AbstractEventLoop, Any]:
     if key not in _async_connections:
         settings = {k: v for k, v in options.items() if k != "database"}
         opened = aiomysql.connect(**settings, db=options["database"], autocommit=True)
-        _async_connections[key] = loop.run_until_complete(opened)
+        conn = _async_connections[key] = loop.run_until_complete(opened)
+        atexit.register(conn.close)  # before the loop's own finalizer closes the loop
     return loop, _async_connections[key]
 
 
@@ -205,21 +207,32 @@ def full_cache(server: MySqlServer) -> tuple[str, dict[str, float]]:
     return table(["what", "seconds (best)", "vs plain read"], rows), {"load": load_best}
 
 
-def main() -> None:
-    started = time.perf_counter()
+@contextmanager
+def _mariadb() -> Iterator[MySqlServer]:
+    """The tests' MariaDB in a folder of its own, its ``users`` filled, stopped after."""
     with tempfile.TemporaryDirectory(prefix="enrich-bench-mysql-") as folder:
         server = MySqlServer(Path(folder)).start()
         try:
             fill(server)
             print(f"MariaDB: users of {TABLE_ROWS:,} rows on port {server.port}", flush=True)
-            full_text, _ = full_cache(server)
-            spark = start_spark()
-            try:
-                joins_text, _ = join_paths(spark, server)
-            finally:
-                spark.stop()
+            yield server
         finally:
             server.stop()
+
+
+def _joins(server: MySqlServer) -> tuple[str, dict[str, float]]:
+    spark = start_spark()
+    try:
+        return join_paths(spark, server)
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    started = time.perf_counter()
+    with _mariadb() as server:
+        full_text, _ = full_cache(server)
+        joins_text, _ = _joins(server)
     path = write(
         "mysql",
         "MySQL/MariaDB lookups",
@@ -240,47 +253,21 @@ def main() -> None:
 
 def main_joins() -> None:
     """The joins alone (``python -m benchmarks.mysql joins``): results/mysql_joins.md."""
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="enrich-bench-mysql-") as folder:
-        server = MySqlServer(Path(folder)).start()
-        try:
-            fill(server)
-            print(f"MariaDB: users of {TABLE_ROWS:,} rows on port {server.port}", flush=True)
-            spark = start_spark()
-            try:
-                joins_text, rates = join_paths(spark, server)
-            finally:
-                spark.stop()
-        finally:
-            server.stop()
+    with _mariadb() as server:
+        joins_text, rates = _joins(server)
     checks = [
         ["lookup_join (defaults) vs (b) aiomysql IN (...)", rates["main"] / rates["b"], ">= 1.5x"],
         ["lookup_join (defaults) vs (a) per-row UDF", rates["main"] / rates["a"], "-"],
         ["lookup_join (defaults) vs its former defaults", rates["main"] / rates["former"], "-"],
     ]
-    load = os.popen("uptime").read().strip()
-    path = write(
+    write_joins(
         "mysql_joins",
         "MySQL/MariaDB lookup joins",
-        [
-            (
-                f"{ROWS:,} orders over a {TABLE_ROWS:,}-row table, local[2], noop sink",
-                joins_text,
-            ),
-            (
-                "Against the targets",
-                table(["ratio", "measured", "target"], checks),
-            ),
-        ],
-        notes=(
-            f"Medians of {JOIN_ROUNDS} interleaved rounds, the defaults first in each; the "
-            "load column is the 1-minute load average when each round of the path ended. "
-            f"`uptime` at the end: {load}. The server: Debian's MariaDB 10.11 started by "
-            "tests/support/mysql_server.py on loopback, on the same 2 cores as Spark and "
-            "the machine's other tenants."
-        ),
+        f"{ROWS:,} orders over a {TABLE_ROWS:,}-row table",
+        joins_text,
+        checks,
+        "Debian's MariaDB 10.11 started by tests/support/mysql_server.py",
     )
-    print(f"written to {path} in {time.perf_counter() - started:.0f}s")
 
 
 if __name__ == "__main__":

@@ -47,14 +47,13 @@ from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.runtime import run_sync
 
 from ._report import RESULTS, best_rate, table, write
-from ._sql_paths import SCHEMA, SELECT, orders, race_joins
+from ._sql_paths import JOIN_ROUNDS, SCHEMA, SELECT, orders, race_joins, write_joins
 from .spark import PARTITIONS, sink, start_spark
 
 TABLE_ROWS = int(os.environ.get("ENRICH_BENCH_PG_TABLE", 1_000_000))
 ROWS = int(os.environ.get("ENRICH_BENCH_PG_ROWS", 200_000))
 UDF_ROWS = min(ROWS, 20_000)
 ROUNDS = 2
-JOIN_ROUNDS = 3  # the joins: medians of three interleaved rounds
 # The join's defaults before sources advertised their own bound: Spark's 131072 rows per
 # task, 8 connections, 1,000 keys per statement.
 FORMER = "lookup_join, former defaults (capacity 131072, pool_size 8, max_batch 1000)"
@@ -378,7 +377,6 @@ def join_checks(rates: dict[str, float]) -> list[list[Any]]:
 
 def main_joins() -> None:
     """The joins alone (``python -m benchmarks.postgres joins``): results/postgres_joins.md."""
-    started = time.perf_counter()
     with PostgresServer() as server:
         fill(server)
         print(f"PostgreSQL: users of {TABLE_ROWS:,} rows on {server!r}", flush=True)
@@ -387,26 +385,14 @@ def main_joins() -> None:
             joins_text, rates = join_paths(spark, server.url)
         finally:
             spark.stop()
-    load = os.popen("uptime").read().strip()
-    path = write(
+    write_joins(
         "postgres_joins",
         "PostgreSQL lookup joins",
-        [
-            (
-                f"{ROWS:,} orders over a {TABLE_ROWS:,}-row table, local[2], noop sink",
-                joins_text,
-            ),
-            ("Against the targets", table(["ratio", "measured", "target"], join_checks(rates))),
-        ],
-        notes=(
-            f"Medians of {JOIN_ROUNDS} interleaved rounds, the defaults first in each; the "
-            "load column is the 1-minute load average when each round of the path ended. "
-            f"`uptime` at the end: {load}. The server: Debian's PostgreSQL 15 started by "
-            "enrich/demo/postgres_server.py on loopback (fsync off), on the same 2 cores as "
-            "Spark and the machine's other tenants."
-        ),
+        f"{ROWS:,} orders over a {TABLE_ROWS:,}-row table",
+        joins_text,
+        join_checks(rates),
+        "Debian's PostgreSQL 15 started by enrich/demo/postgres_server.py (fsync off)",
     )
-    print(f"written to {path} in {time.perf_counter() - started:.0f}s")
 
 
 if __name__ == "__main__":
