@@ -47,7 +47,7 @@ class LookupSource(Protocol):
     set, instead of the Spark default sized for Redis (131072). Advertise what the store
     answers well within the join's timeout on a busy machine (``SqlLookup``: four
     statements of ``max_batch`` keys per pool connection); a ``capacity`` the user sets
-    wins.
+    wins, and a join under a ``FullCache`` (no store call per row) ignores it.
 
     Secrets (passwords, tokens) must never appear in ``repr()``, logs or error messages.
     """

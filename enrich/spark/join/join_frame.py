@@ -203,7 +203,7 @@ def join_settings(
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    capacity = default_capacity(source)
+    capacity = default_capacity(source, join.get("cache"))
     return face.settings(settings, knobs, capacity=capacity).for_join(**join)
 
 

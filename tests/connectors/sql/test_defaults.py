@@ -71,6 +71,17 @@ def test_stores_without_a_preference_keep_the_spark_default() -> None:
         assert join_settings(LOOKUP_JOIN, source, None, {}).capacity == DEFAULT_SPARK_CAPACITY
 
 
+def test_a_full_cache_keeps_the_spark_default(make: Any) -> None:
+    # A full cache asks the store nothing per row: the pool bounds nothing there.
+    from enrich import FullCache, LookupCache
+
+    source = make()
+    full = join_settings(LOOKUP_JOIN, source, None, {}, cache=FullCache())
+    assert full.capacity == DEFAULT_SPARK_CAPACITY
+    partial = join_settings(LOOKUP_JOIN, source, None, {}, cache=LookupCache(max_rows=10))
+    assert partial.capacity == source.preferred_capacity
+
+
 def test_a_bad_preference_is_named() -> None:
     class Odd(FakeSource):
         preferred_capacity = 0
