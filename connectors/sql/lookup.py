@@ -52,6 +52,9 @@ class SqlLookup:
     * One statement per batch of at most ``max_batch`` keys; the batches of a call run
       concurrently on at most ``pool_size`` connections per process and loop
       (``connectors.sql.batches``).
+    * A Spark join on its defaults admits :attr:`preferred_capacity` rows per task (four
+      statements per connection), not the 131072 of a Redis join: what the pool
+      answers well within ``timeout`` on a busy machine.
     * A key with one row answers a tuple, with several rows a list of them (a 1:N join),
       with none None (a miss). A row that does not fit the schema fails its key alone
       (``DecodeError``); so does a key of the wrong type for its column (``kind="key"``),
@@ -98,6 +101,14 @@ class SqlLookup:
     # lookup_many splits its keys into statements of max_batch itself: the columnar lane
     # hands it a chunk's keys in one call.
     splits_requests = True
+
+    @property
+    def preferred_capacity(self) -> int:
+        """Rows in flight per task a Spark join admits when its ``capacity`` is not
+        set (``enrich.LookupSource``): four statements of ``max_batch`` keys per pool
+        connection (``4 * pool_size * max_batch``), which the pool answers well within
+        ``timeout`` on a busy machine. Its chunks are a quarter of it."""
+        return self._settings.preferred_capacity
 
     def __init__(
         self,

@@ -23,11 +23,20 @@ __all__ = (
     "DEFAULT_POOL_SIZE",
     "DEFAULT_TIMEOUT",
     "CONCURRENCY",
+    "STATEMENTS_PER_CONNECTION",
     "SqlSettings",
 )
 
-DEFAULT_POOL_SIZE = 8  # connections per process; several statements in flight
-DEFAULT_MAX_BATCH = 1000  # keys per statement
+# Connections per process: statements in flight. Four keep a 2-core machine's server
+# busy without making its statements wait on each other (eight shared the same CPU and
+# only lengthened each statement: benchmarks/results/postgres.md).
+DEFAULT_POOL_SIZE = 4
+DEFAULT_MAX_BATCH = 1000  # keys per statement (a connector may set its own)
+# Statements a Spark join queues per pool connection on its defaults: the rows it admits
+# per task (``SqlLookup.preferred_capacity``) are this many batches per connection, so
+# the queue drains in a few statements' time, far within the timeout even on a busy
+# machine (a 5,000-key statement took at most a few hundred ms at load 10 here).
+STATEMENTS_PER_CONNECTION = 4
 DEFAULT_TIMEOUT = 10.0  # seconds: connecting, and each statement (the server cancels it)
 DEFAULT_MAX_LIFETIME = 1800.0  # seconds a connection serves before it is replaced
 CONCURRENCY = ("fixed", "auto")
@@ -110,6 +119,14 @@ class SqlSettings:
                 "JobRateLimit(rate=..., redis_url='redis://host:6379')"
             )
         return limit.for_store(store, default_url=None)
+
+    @property
+    def preferred_capacity(self) -> int:
+        """Rows in flight per task a Spark join admits on its defaults:
+        ``STATEMENTS_PER_CONNECTION`` full statements (``max_batch`` keys) per pool
+        connection (``pool_size``), so that no row waits behind more than a few
+        statements of its own process."""
+        return STATEMENTS_PER_CONNECTION * self.pool_size * self.max_batch
 
     def described(self, defaults: SqlSettings | None = None) -> str:
         """The settings as a ``repr`` shows them (the URL masked), defaults left out."""

@@ -37,6 +37,24 @@ DEFAULT_SPARK_CAPACITY = 131072
 CHUNKS_IN_FLIGHT = 4
 
 
+def default_capacity(source: Any, cache: Any = None) -> int:
+    """The rows in flight per task a Spark join admits when its capacity is not set:
+    the source's own ``preferred_capacity`` when it has one (a store that answers a
+    bounded number of requests at once advertises what it answers in time: see
+    :class:`~enrich.LookupSource`), else :data:`DEFAULT_SPARK_CAPACITY`; and that too
+    under a :class:`~enrich.FullCache` (``cache``), which asks the store nothing per row.
+
+    Raises:
+        ValueError: the source's ``preferred_capacity`` is not an int >= 1.
+    """
+    from .cache.full import FullCache
+
+    preferred = getattr(source, "preferred_capacity", None)
+    if preferred is None or isinstance(cache, FullCache):
+        return DEFAULT_SPARK_CAPACITY
+    return check_int(f"{type(source).__name__}.preferred_capacity", preferred)
+
+
 def chunk_rows(capacity: int) -> int:
     """Rows per chunk for a join with ``capacity`` rows in flight: about four chunks are
     in flight at once, so that their requests overlap. (How many keys go in one request

@@ -41,6 +41,14 @@ class LookupSource(Protocol):
     own rows (they time out), never its neighbours in the call. A source with only
     ``lookup_many`` works unchanged: its keys are answered when the whole call returns.
 
+    **An in-flight bound of its own** (optional): a source that answers a bounded number
+    of requests at once (a connection pool) may define ``preferred_capacity``, an int
+    (rows): the rows in flight per task a Spark join admits when its ``capacity`` is not
+    set, instead of the Spark default sized for Redis (131072). Advertise what the store
+    answers well within the join's timeout on a busy machine (``SqlLookup``: four
+    statements of ``max_batch`` keys per pool connection); a ``capacity`` the user sets
+    wins, and a join under a ``FullCache`` (no store call per row) ignores it.
+
     Secrets (passwords, tokens) must never appear in ``repr()``, logs or error messages.
     """
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings
+from ...lookup.join_settings import DEFAULT_MAX_BATCH, JoinSettings, default_capacity
 from ..spark_types import spark_type
 from ..stages.operator_settings import LOOKUP_JOIN, Face, OperatorSettings
 
@@ -65,9 +65,12 @@ def lookup_join(
         capacity: rows in flight per task at most: rows admitted and not yet handed
             back to Spark (backpressure beyond that). It bounds the task's memory and
             how many requests overlap. Rows go in chunks of the input's Arrow batches,
-            cut to at most ``capacity // 4`` rows. The default (131072: chunks of whole
-            10,000-row batches, about thirteen in flight) was the fastest setting
-            measured on Redis.
+            cut to at most ``capacity // 4`` rows. The default is the source's own
+            ``preferred_capacity`` when it has one (``PostgresLookup``,
+            ``MySqlLookup``: four statements per pool connection, what the pool answers
+            well within the timeout on a busy machine), else 131072 (chunks of whole
+            10,000-row batches, about thirteen in flight: the fastest setting measured
+            on Redis).
         timeout: seconds per row, retries included (None: no timeout).
         retry: a retry strategy (``FixedDelayRetry``, ``ExponentialBackoffRetry``), or None.
         cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
@@ -187,7 +190,7 @@ def join_settings(
 ) -> JoinSettings:
     """What every lookup face checks first: ``source`` is a lookup source, and the
     join's settings (``face``'s knobs from ``settings`` and ``knobs``, with the join's
-    own ``join``).
+    own ``join``); a capacity not set is the source's (:func:`default_capacity`).
 
     Raises:
         ValueError: ``source`` is not a LookupSource, or a setting is invalid (named
@@ -200,7 +203,8 @@ def join_settings(
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    return face.settings(settings, knobs).for_join(**join)
+    capacity = default_capacity(source, join.get("cache"))
+    return face.settings(settings, knobs, capacity=capacity).for_join(**join)
 
 
 def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:

@@ -48,8 +48,10 @@ class OperatorSettings:
         mode: ``OutputMode.ORDERED`` / "ordered" keeps each partition's order;
             "unordered" emits rows as they complete. (SQL functions run ordered.)
         capacity: rows in flight per task at most (back-pressure beyond that); None:
-            the face's default (131072 rows for a lookup join, whose rows share batched
-            requests; 100 for an async map, one call per row).
+            the face's default: for a lookup join the source's own
+            ``preferred_capacity`` when it has one (a relational source: what its pool
+            answers in time), else 131072 rows (rows share batched requests); 100 for
+            an async map, one call per row.
         timeout: seconds a row's lookup may spend at the store, retries' waits included;
             waits for capacity, a connection, a permit or a load never count (None: no
             limit).
@@ -187,10 +189,15 @@ class Face:
     on_error: tuple[str, ...] = ON_ERROR
 
     def settings(
-        self, given: OperatorSettings | None, knobs: Mapping[str, Any]
+        self,
+        given: OperatorSettings | None,
+        knobs: Mapping[str, Any],
+        *,
+        capacity: int | None = None,
     ) -> OperatorSettings:
         """``given`` (default: ``OperatorSettings()``) with the keyword arguments
-        ``knobs`` on top, the face's capacity where none is set, checked for this face.
+        ``knobs`` on top, ``capacity`` (default: the face's) where none is set, checked
+        for this face.
 
         Raises:
             TypeError: a keyword argument the face does not take (as Python would).
@@ -208,7 +215,7 @@ class Face:
             self._check_on_error(knobs["on_error"])
         settings = replace(given or OperatorSettings(), **knobs)
         if settings.capacity is None:
-            settings = replace(settings, capacity=self.capacity)
+            settings = replace(settings, capacity=capacity or self.capacity)
         self._check_on_error(settings.on_error)
         if "mode" not in self.knobs and settings.mode is not OutputMode.ORDERED:
             raise ValueError(
