@@ -14,7 +14,7 @@ from ..engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator
 from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, OperatorSettings
 from .cache.full import FullCache
 from .cache.lookup_cache import LookupCache
 from .contract.lookup_source import LookupSource
@@ -57,16 +57,10 @@ def _chunk_lookups(
         max_batch: int = DEFAULT_MAX_BATCH,
         clock: Clock | None = None,
     ) -> _It:
-        settings = JoinSettings(
-            how=how,
-            on_error=on_error,
-            cache=cache,
-            mode=mode,
-            capacity=capacity,
-            timeout=timeout,
-            retry=retry,
-            max_batch=max_batch,
+        knobs = OperatorSettings(
+            mode=mode, capacity=capacity, timeout=timeout, retry=retry, on_error=on_error
         )
+        settings = JoinSettings(knobs=knobs, how=how, cache=cache, max_batch=max_batch)
         return start(chunks, source, settings, clock)
 
     lookup.__name__ = lookup.__qualname__ = name
@@ -79,7 +73,8 @@ lookup_chunks: Callable[..., WaitIterator] = _chunk_lookups(
     "lookup_chunks",
     """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
 
-    The settings are :class:`~enrich.lookup.join_settings.JoinSettings`' (checked once).
+    The operator's knobs are an :class:`~enrich.engine.wait_settings.OperatorSettings`
+    (checked once), the join's settings a :class:`~enrich.lookup.join_settings.JoinSettings`.
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
     ``ValueError``); at most ``capacity`` rows are in flight. ORDERED yields one
@@ -139,18 +134,16 @@ def lookup_rows(
     Raises:
         ValueError: a setting is invalid (the message names it and its value).
     """
-    settings = JoinSettings(
-        on=on,
-        how=how,
-        on_error=on_error,
-        cache=cache,
+    knobs = OperatorSettings(
         mode=mode,
         capacity=capacity,
         timeout=timeout,
         retry=retry,
-        max_batch=max_batch,
-        prefix=prefix,
+        on_error=on_error,
         error_column=error_column,
+    )
+    settings = JoinSettings(
+        knobs=knobs, on=on, how=how, cache=cache, max_batch=max_batch, prefix=prefix
     )
     if not settings.on:
         raise ValueError(f"on must be a column name or a list of them, got {on!r}")

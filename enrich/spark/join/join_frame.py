@@ -200,7 +200,7 @@ def join_settings(
         raise ValueError(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
-    return face.settings(settings, knobs).for_join(**join)
+    return JoinSettings(knobs=face.settings(settings, knobs), **join)
 
 
 def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:
