@@ -164,6 +164,44 @@ class OperatorSettings:
         return self.concurrency is not None or self.job_rate_limit is not None
 
 
+class KnobsView:
+    """The knobs of a join's or a map's settings, read through: the settings hold an
+    :class:`OperatorSettings` whole as ``knobs`` (its capacity set) and answer for it."""
+
+    knobs: OperatorSettings
+
+    @property
+    def mode(self) -> OutputMode:
+        return self.knobs.mode
+
+    @property
+    def capacity(self) -> int:
+        """Rows in flight at most (admitted and not yet handed back)."""
+        return self.knobs.rows_in_flight
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds a row has from admission to its final answer, retries included."""
+        return self.knobs.timeout
+
+    @property
+    def retry(self) -> RetryStrategy | None:
+        return self.knobs.retry
+
+    @property
+    def on_error(self) -> str:
+        return self.knobs.on_error
+
+    @property
+    def error_column(self) -> str:
+        return self.knobs.error_column
+
+    @property
+    def with_error(self) -> bool:
+        """Whether the output carries the reason (``on_error="error_column"``)."""
+        return self.knobs.with_error
+
+
 def _check_column(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"error_column must be a non-empty str, got {short(value)}")

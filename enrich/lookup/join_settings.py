@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import check_choice, check_instance, check_int, short
-from ..engine.model import OutputMode
-from ..engine.retry import RetryStrategy
-from ..engine.wait_settings import DEFAULT_CAPACITY, OperatorSettings, WaitSettings
+from ..engine.wait_settings import DEFAULT_CAPACITY, KnobsView, OperatorSettings, WaitSettings
 
 if TYPE_CHECKING:
     from .cache.full import FullCache
@@ -47,7 +45,7 @@ def chunk_rows(capacity: int) -> int:
 
 
 @dataclass(frozen=True, init=False)
-class JoinSettings:
+class JoinSettings(KnobsView):
     """How a lookup join runs. Keyword-only, frozen, validated on construction, picklable.
 
     Attributes:
@@ -114,35 +112,6 @@ class JoinSettings:
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
-    @property
-    def mode(self) -> OutputMode:
-        return self.knobs.mode
-
-    @property
-    def capacity(self) -> int:
-        """Rows in flight at most, the unit a user thinks in. The join admits rows in
-        chunks of :attr:`chunk_rows`; a chunk weighs its rows, so the operator counts
-        rows too and never has more than ``capacity`` of them in flight."""
-        return self.knobs.rows_in_flight
-
-    @property
-    def timeout(self) -> float | None:
-        """Seconds a row has, from admission to its final answer, retries included."""
-        return self.knobs.timeout
-
-    @property
-    def retry(self) -> RetryStrategy | None:
-        """Per-key retries, or None."""
-        return self.knobs.retry
-
-    @property
-    def on_error(self) -> str:
-        return self.knobs.on_error
-
-    @property
-    def error_column(self) -> str:
-        return self.knobs.error_column
-
     def without_cache(self) -> JoinSettings:
         """These settings with ``cache=None`` (a full cache, once its source is wrapped
         in a :class:`~enrich.lookup.cache.full_source.FullCacheSource`, needs no store)."""
@@ -154,11 +123,6 @@ class JoinSettings:
     def chunk_rows(self) -> int:
         """Rows in one chunk (the operator's record): ``capacity // 4``, at least 1."""
         return chunk_rows(self.capacity)
-
-    @property
-    def with_error(self) -> bool:
-        """Whether the output carries the reason (``on_error="error_column"``)."""
-        return self.knobs.with_error
 
     def operator(self) -> WaitSettings:
         """The operator's settings for this join: the same capacity in rows (its records,

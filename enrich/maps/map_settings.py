@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine.checks import check_int, check_non_negative, short
-from ..engine.model import OutputMode
 from ..engine.records.record_schema import Schema, SchemaLike
-from ..engine.retry import RetryStrategy
 from ..engine.wait_settings import (
     CONCURRENCY_AUTO as CONCURRENCY_AUTO,
     DEFAULT_BATCH_WAIT as DEFAULT_BATCH_WAIT,
+    KnobsView,
     OperatorSettings,
     WaitSettings,
 )
@@ -33,7 +32,7 @@ DEFAULT_MAP_CAPACITY = 100
 
 
 @dataclass(frozen=True, init=False)
-class MapSettings:
+class MapSettings(KnobsView):
     """How an async map runs.
 
     Attributes:
@@ -85,42 +84,12 @@ class MapSettings:
             object.__setattr__(self, name, value)
 
     @property
-    def mode(self) -> OutputMode:
-        return self.knobs.mode
-
-    @property
-    def capacity(self) -> int:
-        """Rows in flight per task at most (admitted and not yet handed back)."""
-        return self.knobs.rows_in_flight
-
-    @property
-    def timeout(self) -> float | None:
-        return self.knobs.timeout
-
-    @property
-    def retry(self) -> RetryStrategy | None:
-        return self.knobs.retry
-
-    @property
-    def on_error(self) -> str:
-        return self.knobs.on_error
-
-    @property
-    def error_column(self) -> str:
-        return self.knobs.error_column
-
-    @property
     def concurrency(self) -> int | str | None:
         return self.knobs.concurrency
 
     @property
     def job_rate_limit(self) -> JobRateLimit | None:
         return self.knobs.job_rate_limit  # type: ignore[return-value]
-
-    @property
-    def with_error(self) -> bool:
-        """Whether the output carries the reason (``on_error="error_column"``)."""
-        return self.knobs.with_error
 
     @property
     def is_gated(self) -> bool:
