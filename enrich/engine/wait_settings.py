@@ -70,8 +70,9 @@ class OperatorSettings:
         capacity: rows in flight at most (back-pressure beyond that); None: the entry
             point's default (131072 rows for a Spark lookup join, whose rows share
             batched requests; 100 for ``lookup_rows`` and an async map).
-        timeout: seconds per row from admission to its final answer, retries included
-            (None: no limit).
+        timeout: seconds a row's lookup (or call) may spend at the store, retries'
+            waits included; waits for capacity, a connection, a permit or a load never
+            count (None: no limit).
         retry: a :class:`~enrich.RetryStrategy`, or None.
         on_error: what a failed row becomes: "fail" (the run fails), "null" (null
             fields), "drop" (no row; not in SQL), "error_column" (null fields and the
@@ -181,7 +182,9 @@ class KnobsView:
 
     @property
     def timeout(self) -> float | None:
-        """Seconds a row has from admission to its final answer, retries included."""
+        """Seconds a row's lookup may spend at the store: its calls and the waits
+        between its retries, never its waits for capacity, a connection, a rate
+        limit's permit or a cache's load (None: no limit)."""
         return self.knobs.timeout
 
     @property
