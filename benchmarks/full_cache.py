@@ -33,6 +33,7 @@ from enrich.demo.local import local_redis
 from enrich.demo.postgres_server import PostgresServer
 from enrich.engine.records.arrow_types import arrow_schema
 from enrich.engine.runtime import run_sync
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane import ColumnarLane
 
 from ._report import table, write
@@ -56,12 +57,14 @@ def rate(source: Any, cache: LookupCache | None, keys: list[pa.Array]) -> float:
     lane = ColumnarLane(
         source,
         pa.struct(list(arrow_schema(SCHEMA))),
-        how="left",
-        on_error="fail",
-        cache=cache,
-        timeout=None,
-        capacity=4 * CHUNK,
-        max_batch=500,
+        JoinSettings(
+            how="left",
+            on_error="fail",
+            cache=cache,
+            timeout=None,
+            capacity=4 * CHUNK,
+            max_batch=500,
+        ),
         metrics=JoinMetrics(),
     )
     start = time.perf_counter()

@@ -103,6 +103,7 @@ def through_lane(source: Any, keys: list[int], capacity: int, cache: Any = None)
     chunks of an int64 Arrow column in, dimension structs out."""
     import pyarrow as pa
 
+    from enrich.lookup.join_settings import JoinSettings
     from enrich.lookup.lane.run import ColumnarLane
 
     column = pa.array(keys, pa.int64())
@@ -110,12 +111,14 @@ def through_lane(source: Any, keys: list[int], capacity: int, cache: Any = None)
     lane = ColumnarLane(
         source,
         pa.struct([("name", pa.string()), ("tier", pa.string()), ("credit", pa.float64())]),
-        how="left",
-        on_error="fail",
-        cache=cache,
-        timeout=None,
-        capacity=capacity,
-        max_batch=MAX_BATCH,
+        JoinSettings(
+            how="left",
+            on_error="fail",
+            cache=cache,
+            timeout=None,
+            capacity=capacity,
+            max_batch=MAX_BATCH,
+        ),
         metrics=enrich.JoinMetrics(),
     )
     pieces = ((n, column.slice(n, size)) for n in range(0, len(column), size))

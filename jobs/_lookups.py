@@ -9,9 +9,11 @@ import importlib
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any
 
 import enrich
+from enrich.engine.wait_settings import OperatorSettings
 from enrich.lookup.join_settings import JoinSettings
 from jobs._files import ConfigError
 from jobs._options import did_you_mean
@@ -151,12 +153,9 @@ def named_errors(where: str) -> Iterator[None]:
 def with_operator_settings(step: dict[str, Any]) -> dict[str, Any]:
     """A step's keyword arguments with its operator's knobs (capacity, timeout, retry,
     mode, on_error, error_column, concurrency, job_rate_limit) gathered into one
-    :class:`~enrich.spark.OperatorSettings` (``settings=``), as the job hands them to
-    ``lookup_join``, ``async_map`` and the SQL registrations. Needs pyspark."""
-    from dataclasses import fields
-
-    from enrich.spark import OperatorSettings
-
+    :class:`~enrich.engine.wait_settings.OperatorSettings` (``settings=``, checked
+    there), as the job hands them to ``lookup_join``, ``async_map``, the SQL
+    registrations and the checks that run without Spark."""
     out = dict(step)
     knobs = {f.name: out.pop(f.name) for f in fields(OperatorSettings) if f.name in out}
     out["settings"] = OperatorSettings(**knobs)
@@ -185,7 +184,8 @@ def _check(join: dict[str, Any]) -> None:
         raise ValueError(f"shuffle must be true, false or a partition count >= 1, got {shuffle!r}")
     if options.get("on_error") == DEAD_LETTER:
         options["on_error"] = "error_column"
-    JoinSettings(**options)
+    knobs = with_operator_settings(options)
+    JoinSettings(knobs=knobs.pop("settings"), **knobs)
 
 
 def retry(spec: Any) -> enrich.RetryStrategy:

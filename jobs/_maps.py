@@ -30,7 +30,7 @@ from typing import Any
 from enrich import AsyncFunction
 from enrich.maps.map_settings import MapSettings
 from jobs._files import ConfigError
-from jobs._lookups import DEAD_LETTER, named_errors, retry
+from jobs._lookups import DEAD_LETTER, named_errors, retry, with_operator_settings
 from jobs._options import did_you_mean
 
 MAP_KEYS = {
@@ -201,7 +201,8 @@ def _check(step: dict[str, Any]) -> None:
     options = {k: v for k, v in step.items() if k not in ("fn", "name", "check_row", "arguments")}
     if options.get("on_error") == DEAD_LETTER:
         options["on_error"] = "error_column"
-    MapSettings(**options)
+    knobs = with_operator_settings(options)
+    MapSettings(knobs=knobs.pop("settings"), **knobs)
     name = step.get("name")
     if name is not None and (not isinstance(name, str) or not name):
         raise ValueError(f"name must be a non-empty string, got {name!r}")

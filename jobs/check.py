@@ -92,11 +92,12 @@ def check_function(name: str, step: dict[str, Any], timeout: float = CHECK_TIMEO
     both); with ``check_row``, called once with it and its result read into
     ``returns``. Never raises for the function's own failures."""
     from enrich.engine.records.call_metrics import JoinMetrics
+    from enrich.engine.wait_settings import OperatorSettings
     from enrich.maps.map_settings import MapSettings
     from enrich.maps.results import Assembler
 
     fn = step["fn"]
-    settings = MapSettings(returns=step["returns"])
+    settings = MapSettings(returns=step["returns"], knobs=OperatorSettings())
     row = step.get("check_row")
     if row is None and isinstance(getattr(fn, "check_row", None), dict):
         row = fn.check_row  # the function's own: a row its service answers

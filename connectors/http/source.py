@@ -122,7 +122,7 @@ class HttpLookup:
 
     schema: Schema
     # Set in batch mode only (see the class docstring): instance attributes, so that
-    # isinstance(source, ColumnarSource), which JoinPlan.lane asks, says so.
+    # isinstance(source, ColumnarSource), which engine_for asks, says so.
     lookup_arrow: ArrowLookup
     fetch_arrow: ArrowLookup
     # Set with a list_url only, for the same reason (FullCache asks for them).

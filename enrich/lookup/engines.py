@@ -17,44 +17,13 @@ import pyarrow as pa
 from ..engine.clock import Clock
 from ..engine.records.arrow_types import arrow_schema
 from ..engine.records.call_metrics import JoinMetrics
-from .cache.full import FullCache
-from .cache.full_source import with_full_cache
-from .cache.lookup_cache import LookupCache
 from .contract.columnar_answer import ColumnarSource
 from .contract.lookup_source import LookupSource
+from .full_view import full_cache_view
 from .interface import JoinEngine
 from .join_settings import JoinSettings
 from .lane.run import ColumnarLane, is_columnar_key
 from .per_row.row_engine import RowEngine
-
-
-def columnar_lane(
-    source: LookupSource, settings: JoinSettings, keys: Any, key_columns: int = 1
-) -> ColumnarLane | None:
-    """The columnar lane for key columns like ``keys`` (an Arrow array: the first key
-    column; ``key_columns`` 0 when the caller hands over the keys themselves), or None
-    when the join takes the per-row engine."""
-    if key_columns > 1 or not isinstance(keys, pa.Array) or not is_columnar_key(keys):
-        return None
-    if isinstance(settings.cache, FullCache):  # the snapshot answers every key
-        source = with_full_cache(source, settings.cache)
-        settings = settings.without_cache()
-    if not isinstance(source, ColumnarSource):
-        return None
-    # The source decodes by the dimension's own field names, not the output columns'
-    # (a prefix renames those).
-    return ColumnarLane(
-        source,
-        pa.struct(list(arrow_schema(source.schema))),
-        how=settings.how,
-        on_error=settings.on_error,
-        cache=settings.cache if isinstance(settings.cache, LookupCache) else None,
-        timeout=settings.timeout,
-        capacity=settings.capacity,
-        max_batch=settings.max_batch,
-        metrics=JoinMetrics(),
-        retry=settings.retry,
-    )
 
 
 def engine_for(
@@ -66,6 +35,25 @@ def engine_for(
     clock: Clock | None = None,
 ) -> JoinEngine:
     """The engine for a join of ``source`` whose keys look like ``keys`` (an Arrow array
-    of the first key column, or None: the per-row engine)."""
-    lane = columnar_lane(source, settings, keys, key_columns)
-    return lane if lane is not None else RowEngine(source, settings, clock=clock)
+    of the first key column, or None: the per-row engine; ``key_columns`` 0 when the
+    caller hands over the keys themselves)."""
+    source, settings = full_cache_view(source, settings, clock)
+    if (
+        key_columns <= 1
+        and isinstance(keys, pa.Array)
+        and is_columnar_key(keys)
+        and isinstance(source, ColumnarSource)
+    ):
+        # The source decodes by the dimension's own field names, not the output
+        # columns' (a prefix renames those).
+        struct_type = pa.struct(list(arrow_schema(source.schema)))
+        return ColumnarLane(source, struct_type, settings, metrics=JoinMetrics())
+    return RowEngine(source, settings, clock=clock)
+
+
+def row_engine(
+    source: LookupSource, settings: JoinSettings, *, clock: Clock | None = None
+) -> RowEngine:
+    """The per-row engine for a join of ``source`` (what the async iterators run on)."""
+    source, settings = full_cache_view(source, settings, clock)
+    return RowEngine(source, settings, clock=clock)

@@ -1,54 +1,47 @@
 """Lookup joins as iterators: over chunks of keys (for columnar callers such as Spark),
-and over dict rows (for plain Python). All run on the per-row engine
-(:mod:`enrich.lookup.per_row.row_engine`); the choice between it and the columnar lane is
-:func:`enrich.lookup.engines.engine_for`'s."""
+and over dict rows (for plain Python). Their keys are Python values, so
+:func:`enrich.lookup.engines.engine_for` gives them the per-row engine
+(:mod:`enrich.lookup.per_row.row_engine`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, TypeVar
 
 from .._errors import DecodeError
-from ..engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator, as_async_iterable
+from ..engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator
 from ..engine.clock import Clock
 from ..engine.model import OutputMode
 from ..engine.retry import RetryStrategy
-from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT
+from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, OperatorSettings
 from .cache.full import FullCache
 from .cache.lookup_cache import LookupCache
 from .contract.lookup_source import LookupSource
+from .engines import engine_for, row_engine
+from .interface import JoinRun
 from .join_settings import DEFAULT_MAX_BATCH, JoinSettings
 from .key_rule import admit_keys
-from .per_row.row_engine import Chunk, RowEngine, check_chunk, checked_chunks, start_join
+from .per_row.row_engine import Chunk
 
 _It = TypeVar("_It", WaitIterator, AsyncWaitAsyncIterator)
 
 
-def join_chunks(
-    chunks: Iterable[Chunk],
-    source: LookupSource,
-    settings: JoinSettings,
-    *,
-    clock: Clock | None = None,
-) -> WaitIterator:
-    """:func:`lookup_chunks` with its settings already built (what the entry points and
-    Spark's workers call)."""
-    return RowEngine(source, settings, clock=clock).run(chunks)
+def _run(chunks: Any, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> Any:
+    return engine_for(source, settings, clock=clock).run(chunks)
 
 
-async def _checked_async(
-    chunks: Iterable[Chunk] | AsyncIterable[Chunk], limit: int
-) -> AsyncIterator[Chunk]:
-    async for chunk in as_async_iterable(chunks):
-        yield check_chunk(chunk, limit)
+def _run_async(
+    chunks: Any, source: LookupSource, settings: JoinSettings, clock: Clock | None
+) -> AsyncWaitAsyncIterator:
+    return row_engine(source, settings, clock=clock).run_async(chunks)
 
 
 def _chunk_lookups(
-    kind: type[_It], checked: Callable[[Any, int], Any], name: str, doc: str
+    start: Callable[[Any, LookupSource, JoinSettings, Clock | None], _It], name: str, doc: str
 ) -> Callable[..., _It]:
     """``lookup_chunks`` or its async twin (one signature, one core): the settings built
-    and checked once, the chunks ``checked`` against the chunk size, the run of ``kind``."""
+    and checked once, the run ``start`` makes on the per-row engine."""
 
     def lookup(
         chunks: Any,
@@ -64,17 +57,11 @@ def _chunk_lookups(
         max_batch: int = DEFAULT_MAX_BATCH,
         clock: Clock | None = None,
     ) -> _It:
-        settings = JoinSettings(
-            how=how,
-            on_error=on_error,
-            cache=cache,
-            mode=mode,
-            capacity=capacity,
-            timeout=timeout,
-            retry=retry,
-            max_batch=max_batch,
+        knobs = OperatorSettings(
+            mode=mode, capacity=capacity, timeout=timeout, retry=retry, on_error=on_error
         )
-        return start_join(kind, checked(chunks, settings.chunk_rows), source, settings, clock)
+        settings = JoinSettings(knobs=knobs, how=how, cache=cache, max_batch=max_batch)
+        return start(chunks, source, settings, clock)
 
     lookup.__name__ = lookup.__qualname__ = name
     lookup.__doc__ = doc
@@ -82,12 +69,12 @@ def _chunk_lookups(
 
 
 lookup_chunks: Callable[..., WaitIterator] = _chunk_lookups(
-    WaitIterator,
-    checked_chunks,
+    _run,
     "lookup_chunks",
     """Join chunks ``(tag, keys)`` with ``source``; yields ``JoinedChunk`` s.
 
-    The settings are :class:`~enrich.lookup.join_settings.JoinSettings`' (checked once).
+    The operator's knobs are an :class:`~enrich.engine.wait_settings.OperatorSettings`
+    (checked once), the join's settings a :class:`~enrich.lookup.join_settings.JoinSettings`.
 
     Chunks hold at most ``chunk_rows(capacity)`` keys (a larger one raises
     ``ValueError``); at most ``capacity`` rows are in flight. ORDERED yields one
@@ -107,8 +94,7 @@ lookup_chunks: Callable[..., WaitIterator] = _chunk_lookups(
 )
 
 lookup_chunks_async: Callable[..., AsyncWaitAsyncIterator] = _chunk_lookups(
-    AsyncWaitAsyncIterator,
-    _checked_async,
+    _run_async,
     "lookup_chunks_async",
     """The async twin of :func:`lookup_chunks`, for asyncio programs: the same
     arguments (``chunks`` may also be an async iterable), an async iterator of
@@ -148,18 +134,16 @@ def lookup_rows(
     Raises:
         ValueError: a setting is invalid (the message names it and its value).
     """
-    settings = JoinSettings(
-        on=on,
-        how=how,
-        on_error=on_error,
-        cache=cache,
+    knobs = OperatorSettings(
         mode=mode,
         capacity=capacity,
         timeout=timeout,
         retry=retry,
-        max_batch=max_batch,
-        prefix=prefix,
+        on_error=on_error,
         error_column=error_column,
+    )
+    settings = JoinSettings(
+        knobs=knobs, on=on, how=how, cache=cache, max_batch=max_batch, prefix=prefix
     )
     if not settings.on:
         raise ValueError(f"on must be a column name or a list of them, got {on!r}")
@@ -193,13 +177,11 @@ def lookup_rows(
             yield batch, admit_keys(keys, fields, first_row=number)
             number += len(batch)
 
-    joined = join_chunks(chunked(), source, settings, clock=clock)
+    joined = engine_for(source, settings, clock=clock).run(chunked())
     return dict_rows(joined, columns, error_column)
 
 
-def dict_rows(
-    joined: WaitIterator, columns: list[str], error_column: str
-) -> Iterator[dict[str, Any]]:
+def dict_rows(joined: JoinRun, columns: list[str], error_column: str) -> Iterator[dict[str, Any]]:
     """The dict rows of a run whose chunks' tags are their input rows: each row with the
     dimension ``columns`` (and ``error_column`` when the run carries reasons)."""
     nulls: tuple[None, ...] = (None,) * len(columns)

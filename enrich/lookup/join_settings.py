@@ -2,8 +2,11 @@
 
 Every entry point (``lookup_rows``, ``lookup_chunks``, ``LookupJoin``,
 ``enrich.spark.lookup_join``, ``enrich.spark.sql.register_lookup``) keeps its keyword arguments
-and builds a :class:`JoinSettings` from them; everything downstream (the join, the
-operator, a Spark worker) receives that object and never checks it again.
+and builds a :class:`JoinSettings` from them: the operator's knobs as one
+:class:`~enrich.engine.wait_settings.OperatorSettings` (checked there, once), with what
+only a join has (``how``, the cache, ``max_batch``, the key fields, ``prefix``).
+Everything downstream (the join, the operator, the lane, a Spark worker) receives that
+object and never checks it again.
 """
 
 from __future__ import annotations
@@ -13,11 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..engine.checks import check_choice, check_instance, check_int, check_seconds, short
-from ..engine.model import OutputMode
-from ..engine.records.failure import ON_ERROR
-from ..engine.retry import RetryStrategy
-from ..engine.wait_settings import DEFAULT_CAPACITY, DEFAULT_TIMEOUT, WaitSettings, check_mode
+from ..engine.checks import check_choice, check_instance, check_int, short
+from ..engine.wait_settings import DEFAULT_CAPACITY, KnobsView, OperatorSettings, WaitSettings
 
 if TYPE_CHECKING:
     from .cache.full import FullCache
@@ -63,22 +63,13 @@ def chunk_rows(capacity: int) -> int:
 
 
 @dataclass(frozen=True, init=False)
-class JoinSettings:
+class JoinSettings(KnobsView):
     """How a lookup join runs. Keyword-only, frozen, validated on construction, picklable.
 
     Attributes:
+        knobs: the operator's knobs (:class:`~enrich.engine.wait_settings.OperatorSettings`,
+            its capacity set), read through the properties below.
         how: "left" keeps rows whose key finds nothing (null fields); "inner" drops them.
-        on_error: what a row whose lookup failed becomes: "fail" (the run fails), "null"
-            (null fields), "drop" (no row), "error_column" (null fields and the reason).
-        mode: ORDERED keeps the rows' order; UNORDERED emits rows as they complete ("ordered"
-            and "unordered" are accepted).
-        capacity: rows in flight at most, the unit a user thinks in. The join admits rows
-            in chunks of :attr:`chunk_rows`; a chunk weighs its rows, so the operator
-            counts rows too and never has more than ``capacity`` of them in flight.
-        timeout: seconds a row's lookup may spend at the store: its calls and the waits
-            between its retries, never its waits for capacity, a connection, a rate
-            limit's permit or a cache's load (None: no limit).
-        retry: per-key retries (a :class:`~enrich.RetryStrategy`), or None.
         cache: a per-process :class:`~enrich.LookupCache` (partial: LRU and TTL), a
             :class:`~enrich.FullCache` (the whole dimension, reloaded), or None.
         max_batch: keys in one request (one ``lookup_many`` call) at most; a chunk's keys
@@ -86,56 +77,55 @@ class JoinSettings:
         on: the key fields (row fields or column names), a tuple of one or more; empty
             when the caller hands over keys itself (``lookup_chunks``, the SQL function).
         prefix: put before each dimension field's name in the output.
-        error_column: the reason's field under ``on_error="error_column"``.
+
+    Args:
+        knobs: the knobs taken whole (default: ``OperatorSettings()``); a knob given
+            as a keyword argument (``mode``, ``capacity``, ``timeout``, ``retry``,
+            ``on_error``, ``error_column``) goes on top of it. Capacity defaults to 100
+            rows (``lookup_rows``'s).
 
     Raises:
         ValueError: a setting is invalid; the message names the setting and the value.
+        TypeError: a keyword argument that is neither a knob nor a join's setting.
     """
 
+    knobs: OperatorSettings
     how: str
-    on_error: str
-    mode: OutputMode
-    capacity: int
-    timeout: float | None
-    retry: RetryStrategy | None
     cache: LookupCache | FullCache | None
     max_batch: int
     on: tuple[str, ...]
     prefix: str
-    error_column: str
 
     def __init__(
         self,
         *,
+        knobs: OperatorSettings | None = None,
         how: str = "left",
-        on_error: str = "fail",
-        mode: OutputMode | str = OutputMode.ORDERED,
-        capacity: int = DEFAULT_CAPACITY,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        retry: RetryStrategy | None = None,
         cache: LookupCache | FullCache | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         on: str | Sequence[str] | None = None,
         prefix: str = "",
-        error_column: str = "enrich_error",
+        **given: Any,
     ) -> None:
         from .cache.full import FullCache
         from .cache.lookup_cache import LookupCache
 
+        operator = OperatorSettings.built(knobs, given, DEFAULT_CAPACITY)
+        for knob in ("concurrency", "job_rate_limit"):
+            if getattr(operator, knob) is not None:
+                raise ValueError(
+                    f"a lookup join takes no {knob}: its store sets its own "
+                    f"(RedisLookup(..., {knob}=...), HttpLookup(..., {knob}=...))"
+                )
         checked = {
+            "knobs": operator,
             "how": check_choice("how", how, HOWS),
-            "on_error": check_choice("on_error", on_error, ON_ERROR),
-            "mode": check_mode(mode),
-            "capacity": check_int("capacity", capacity),
-            "timeout": check_seconds("timeout", timeout),
-            "retry": check_instance("retry", retry, RetryStrategy, "a RetryStrategy"),
             "cache": check_instance(
                 "cache", cache, (LookupCache, FullCache), "a LookupCache, a FullCache"
             ),
             "max_batch": check_int("max_batch", max_batch),
             "on": _check_on(on),
             "prefix": _check_str("prefix", prefix, empty=True),
-            "error_column": _check_str("error_column", error_column, empty=False),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
@@ -152,18 +142,11 @@ class JoinSettings:
         """Rows in one chunk (the operator's record): ``capacity // 4``, at least 1."""
         return chunk_rows(self.capacity)
 
-    @property
-    def with_error(self) -> bool:
-        """Whether the output carries the reason (``on_error="error_column"``)."""
-        return self.on_error == "error_column"
-
     def operator(self) -> WaitSettings:
         """The operator's settings for this join: the same capacity in rows (its records,
         chunks, weigh their rows) and timeout (its timer ends a late chunk's rows). Retries
         are the join's own, per key, not the operator's."""
-        return WaitSettings(
-            mode=self.mode, capacity=self.capacity, timeout=self.timeout, retry=None
-        )
+        return WaitSettings.of(self.knobs, retry=None)
 
 
 def _check_on(on: Any) -> tuple[str, ...]:

@@ -8,6 +8,10 @@ lane's common case). A key's outcome is its rows (a tuple, or a list for 1:N),
 :data:`~enrich.lookup.cache.lookup_cache.MISS`, :data:`NULL_KEY` or a
 :class:`~enrich.engine.records.failure.Failed`; a miss is offered to a retry strategy's
 ``retry_on_result`` predicate as :data:`MISS_RESULT` by both engines.
+
+Both results give the same Arrow form (:meth:`JoinedChunk.arrow`,
+:meth:`ColumnarJoined.arrow`): an :class:`~enrich.lookup.interface.ArrowJoined`, so
+a caller reads either engine's chunks one way.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ FAILED_ROWS = LogLimit()
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from .interface import ArrowJoined
 
 NULL_KEY: Any = object()  # a row whose key is null: joins nothing, asks nothing
 
@@ -59,6 +65,13 @@ class JoinedChunk:
     rows: list[tuple[Any, ...] | None]
     errors: list[str | None] | None
 
+    def arrow(self, struct_type: pa.StructType) -> ArrowJoined:
+        """These rows in Arrow form: one ``struct_type`` struct per output row (null
+        where ``rows`` has None), the input rows they come from, and the reasons."""
+        from .interface import rows_joined
+
+        return rows_joined(self.tag, self.indices, self.rows, self.errors, struct_type)
+
 
 @dataclass(slots=True)
 class ColumnarJoined:
@@ -73,6 +86,14 @@ class ColumnarJoined:
     tag: Any
     structs: pa.StructArray
     keep: pa.Array | None
+
+    def arrow(self, struct_type: pa.StructType) -> ArrowJoined:
+        """These rows in Arrow form (``struct_type`` is the lane's own already)."""
+        from .interface import ArrowJoined
+
+        if self.keep is None:
+            return ArrowJoined(self.tag, None, self.structs, None)
+        return ArrowJoined(self.tag, self.keep, self.structs.filter(self.keep), None)
 
 
 def assemble(

@@ -14,6 +14,7 @@ from enrich.engine.caller.wait import AsyncWaitAsyncIterator
 from enrich.engine.mailbox.hold import Deadline, Hold, current_hold, held_back, reset_hold, set_hold
 from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.wait_settings import WaitSettings
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined
 from enrich.testing import ColumnarFakeSource, FakeClock, FakeFunction, FakeSource, drive
@@ -143,12 +144,14 @@ def test_the_lane_does_not_time_a_chunk_out_while_its_requests_wait_for_permits(
     lane = ColumnarLane(
         source,
         struct,
-        how="left",
-        on_error="error_column",
-        cache=None,
-        timeout=0.3,
-        capacity=8,
-        max_batch=1,
+        JoinSettings(
+            how="left",
+            on_error="error_column",
+            cache=None,
+            timeout=0.3,
+            capacity=8,
+            max_batch=1,
+        ),
         metrics=JoinMetrics(),
     )
 

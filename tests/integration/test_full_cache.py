@@ -22,6 +22,7 @@ from enrich import (
     lookup_chunks,
 )
 from enrich.engine.runtime import run_sync
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined
 from enrich.testing import FakeClock
@@ -209,12 +210,14 @@ def test_reloads_racing_lookups_never_show_two_versions_in_one_answer(
     lane = ColumnarLane(
         source,
         STRUCT,
-        how="left",
-        on_error="fail",
-        cache=None,
-        timeout=20.0,
-        capacity=4000,
-        max_batch=4000,
+        JoinSettings(
+            how="left",
+            on_error="fail",
+            cache=None,
+            timeout=20.0,
+            capacity=4000,
+            max_batch=4000,
+        ),
         metrics=JoinMetrics(),
     )
     chunk = pa.array(list(keys), pa.int64())

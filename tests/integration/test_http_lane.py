@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from enrich.lookup.join_settings import JoinSettings
+from enrich.lookup.lane.run import ColumnarLane
 from enrich.spark.join.join_batches import JoinPlan, enrich_batches
 from tests.integration.conftest import MakeHttp
 from tests.spark.sources import RowByRow
@@ -64,8 +65,8 @@ def test_the_lane_over_the_batch_endpoint_gives_the_per_row_rows(
     }  # fmt: skip
     columnar = plan(source, **settings)
     per_row = plan(RowByRow(source), **settings)
-    assert columnar.lane(inputs[0].column(0)) is not None
-    assert per_row.lane(inputs[0].column(0)) is None
+    assert isinstance(columnar.engine([inputs[0].column(0)]), ColumnarLane)
+    assert not isinstance(per_row.engine([inputs[0].column(0)]), ColumnarLane)
     got = rows(enrich_batches(columnar, iter(inputs)))
     assert got == rows(enrich_batches(per_row, iter(inputs)))
     by_key = {row["k"]: row for row in got}

@@ -13,6 +13,7 @@ import redis
 from enrich import JoinMetrics, LookupCache, lookup_chunks
 from enrich.engine.runtime import get_loop
 from enrich.lookup.cache.lookup_cache import cache_scope
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from tests.integration.conftest import MakeRedis, command_calls, server_stat
@@ -48,12 +49,14 @@ def run_lane(source: Any, cache: LookupCache, keys: list[Any]) -> list[Any]:
     lane = ColumnarLane(
         source,
         STRUCT,
-        how="left",
-        on_error="error_column",
-        cache=cache,
-        timeout=5.0,
-        capacity=100,
-        max_batch=100,
+        JoinSettings(
+            how="left",
+            on_error="error_column",
+            cache=cache,
+            timeout=5.0,
+            capacity=100,
+            max_batch=100,
+        ),
         metrics=JoinMetrics(),
     )
     return [lane_rows(j) for j in lane.run([(0, pa.array(keys, pa.int64()))])]

@@ -14,6 +14,7 @@ from enrich import FixedDelayRetry, LookupCache, LookupFailed, lookup_chunks, re
 from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import get_loop
 from enrich.lookup.cache.lookup_cache import MISS, cache_scope
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from enrich.testing import ColumnarFakeSource, DeferredColumnarFakeSource
@@ -138,14 +139,16 @@ def test_lane_and_per_row_join_agree(
     lane = ColumnarLane(
         lane_source,
         STRUCT,
-        how=how,
-        on_error=policy,
-        cache=warmed(lane_source, state),
-        timeout=timeout,
-        capacity=capacity,
-        max_batch=max_batch,
+        JoinSettings(
+            how=how,
+            on_error=policy,
+            cache=warmed(lane_source, state),
+            timeout=timeout,
+            capacity=capacity,
+            max_batch=max_batch,
+            retry=retry,
+        ),
         metrics=metrics,
-        retry=retry,
     )
     got = [(j.tag, lane_rows(j)) for j in lane.run((t, pa.array(k, pa.int64())) for t, k in pieces)]
     assert got == expected

@@ -184,3 +184,38 @@ def test_the_join_receives_the_settings_whole() -> None:
     it = lookup_chunks([("c", [1])], SOURCE, how="inner", capacity=8, max_batch=7)
     assert it.function.settings == JoinSettings(how="inner", capacity=8, max_batch=7)
     assert [chunk.rows for chunk in it] == [[("ann",)]]
+
+
+def test_the_operators_knobs_are_one_object_below_spark_that_travels_whole() -> None:
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    import enrich
+    from enrich.engine.wait_settings import OperatorSettings
+    from enrich.lookup.lane.run import ColumnarLane
+    from enrich.maps.map_settings import MapSettings
+    from enrich.testing import ColumnarFakeSource
+
+    knobs = OperatorSettings(capacity=64, timeout=2.0, on_error="error_column")
+    join = JoinSettings(knobs=knobs, how="inner")
+    assert join.knobs is knobs and (join.capacity, join.timeout, join.with_error) == (64, 2.0, True)
+    mapped = MapSettings(returns="x int", knobs=knobs)
+    assert mapped.knobs is knobs and mapped.operator().capacity == 64
+    # Keyword arguments go on top of the object; the entry point's default fills capacity.
+    assert JoinSettings(knobs=knobs, timeout=1.0).knobs == dataclasses.replace(knobs, timeout=1.0)
+    assert JoinSettings(knobs=OperatorSettings()).capacity == 100
+    assert MapSettings(returns="x int", capacity=7).knobs.capacity == 7
+    lane = ColumnarLane(ColumnarFakeSource({}), pa.struct([("v", pa.string())]), join)
+    assert lane.settings is join and lane.capacity == 64
+    # A lookup takes no concurrency or job rate: its store sets its own.
+    with pytest.raises(ValueError, match="a lookup join takes no concurrency"):
+        JoinSettings(concurrency=4)
+    # capacity is checked in one place, where the knobs are built.
+    root = Path(enrich.__file__).parent
+    checks = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        for _ in range(path.read_text().count('check_int("capacity"'))
+    ]
+    assert checks == ["engine/wait_settings.py"]

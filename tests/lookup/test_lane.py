@@ -15,6 +15,7 @@ from enrich.engine.records.call_metrics import JoinMetrics
 from enrich.engine.runtime import run_sync
 from enrich.lookup.cache.lookup_cache import cache_scope
 from enrich.lookup.contract.columnar_answer import ColumnarAnswer, Decode
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
 from enrich.testing import DeferredColumnarFakeSource
@@ -56,7 +57,7 @@ def lane(source: Any, **settings: Any) -> ColumnarLane:
         "max_batch": 2,
     }
     options.update(settings)
-    return ColumnarLane(source, STRUCT, metrics=JoinMetrics(), **options)
+    return ColumnarLane(source, STRUCT, JoinSettings(**options), metrics=JoinMetrics())
 
 
 def chunks() -> list[tuple[int, pa.Array]]:

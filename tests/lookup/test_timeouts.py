@@ -19,6 +19,7 @@ import pytest
 
 from enrich import FixedDelayRetry, LookupTimeout, lookup_chunks_async
 from enrich.engine.records.call_metrics import JoinMetrics
+from enrich.lookup.join_settings import JoinSettings
 from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.lane.source_calls import Budget
 from enrich.lookup.outcome import ColumnarJoined, JoinedChunk
@@ -40,7 +41,7 @@ def lane(source: Any, **settings: Any) -> ColumnarLane:
         "max_batch": 1,
     }
     options.update(settings)
-    return ColumnarLane(source, STRUCT, metrics=JoinMetrics(), **options)
+    return ColumnarLane(source, STRUCT, JoinSettings(**options), metrics=JoinMetrics())
 
 
 def joined(run: ColumnarLane, keys: list[int]) -> tuple[list[Any], list[str | None]]:

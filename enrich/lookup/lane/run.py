@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -51,10 +51,10 @@ import pyarrow.compute as pc
 
 from ...engine.records.call_metrics import JoinMetrics
 from ...engine.records.failure import Failed
-from ...engine.retry import RetryStrategy
 from ...engine.runtime import get_loop
 from ..cache.lookup_cache import MISS, LookupCache
 from ..contract.columnar_answer import ColumnarAnswer, ColumnarSource, struct_rows
+from ..join_settings import JoinSettings
 from ..outcome import NULL_KEY, ColumnarJoined, JoinedChunk, assemble
 from .resolve import ChunkResolver
 from .source_calls import LaneCalls, Resolved
@@ -103,42 +103,44 @@ class ColumnarLane:
     one of the two :class:`~enrich.lookup.interface.JoinEngine` s.
 
     A chunk is admitted by :meth:`start` and handed out by :meth:`finish`; :meth:`run`
-    pulls chunks through both (``capacity`` rows in flight at most), and a caller that is
-    pushed its chunks (an Arrow table function) calls them itself.
+    pulls chunks through both (``capacity`` rows in flight at most), and :meth:`pushed`
+    takes them as a caller is pushed them (an Arrow table function).
 
     Args:
         source: a :class:`ColumnarSource`.
         struct_type: the Arrow struct of the dimension fields.
-        how / on_error / cache / timeout / max_batch / retry: as for ``LookupJoin``.
-        capacity: rows in flight at most (admitted, not yet handed out).
-        metrics: where the lane counts (read and written on the caller's thread only).
+        settings: the join's settings, taken whole (``how``, ``on_error``, ``timeout``,
+            ``capacity``: rows in flight at most, admitted and not yet handed out,
+            ``max_batch``, ``retry``, and its :class:`~enrich.LookupCache` if any; a
+            full cache comes in front of the source instead, see
+            :func:`enrich.lookup.engines.engine_for`).
+        metrics: where the lane counts (read and written on the caller's thread only;
+            default: a new one).
     """
 
     def __init__(
         self,
         source: ColumnarSource,
         struct_type: pa.StructType,
+        settings: JoinSettings,
         *,
-        how: str,
-        on_error: str,
-        cache: LookupCache | None,
-        timeout: float | None,
-        capacity: int,
-        max_batch: int,
-        metrics: JoinMetrics,
-        retry: RetryStrategy | None = None,
+        metrics: JoinMetrics | None = None,
     ) -> None:
+        cache = settings.cache if isinstance(settings.cache, LookupCache) else None
+        timeout = settings.timeout
+        retry = settings.retry
         self.source = source
         self.struct_type = struct_type
-        self.how = how
-        self.on_error = on_error
+        self.settings = settings
+        self.how = settings.how
+        self.on_error = settings.on_error
         self.cache = cache
         self.timeout = timeout
-        self.capacity = capacity
-        self.max_batch = max_batch
-        self.metrics = metrics
+        self.capacity = settings.capacity
+        self.max_batch = settings.max_batch
+        self.metrics = metrics if metrics is not None else JoinMetrics()
         self.retry = retry
-        self._calls = LaneCalls(source, struct_type, timeout, max_batch)
+        self._calls = LaneCalls(source, struct_type, timeout, self.max_batch)
         self._resolver = ChunkResolver(
             source, struct_type, self._calls, cache=cache, timeout=timeout, retry=retry
         )
@@ -150,23 +152,22 @@ class ColumnarLane:
     ) -> Generator[ColumnarJoined | JoinedChunk, None, None]:
         """Yields one result per chunk, in input order; a chunk larger than ``capacity``
         is admitted alone. Closing the iterator cancels the requests still in flight."""
-        pending: deque[LaneChunk] = deque()
-        in_flight = 0
+        pushed = self.pushed()
         try:
-            for tag, keys in chunks:
-                size = len(keys)
-                while pending and (in_flight + size > self.capacity or pending[0].is_answered()):
-                    head = pending.popleft()
-                    in_flight -= head.size
-                    yield self.finish(head)
-                pending.append(self.start(tag, keys))
-                in_flight += size
-            while pending:
-                yield self.finish(pending.popleft())
-            self.wait_filled()
+            for chunk in chunks:
+                yield from pushed.push((chunk,))
+            yield from pushed.drain()
         finally:
-            for item in pending:
-                item.cancel()
+            pushed.close()
+
+    def pushed(self) -> PushedLane:
+        """A run whose chunks are pushed to it (an Arrow table function's batches)."""
+        return PushedLane(self)
+
+    def chunk_keys(self, columns: Sequence[pa.Array]) -> pa.Array:
+        """A chunk's keys as the lane takes them: its one key column, as it is."""
+        (keys,) = columns
+        return keys
 
     def statistics(self) -> JoinMetrics:
         """The lane's metrics so far (a copy)."""
@@ -258,3 +259,47 @@ class ColumnarLane:
             self.metrics,
             store=self._store_name,
         )
+
+
+class PushedLane:
+    """A run of ``lane`` whose chunks are pushed (:meth:`ColumnarLane.pushed`): each
+    pushed chunk's lookups start at once on the runtime loop, the chunks whose answers
+    are in are handed out in input order, and at most ``capacity`` rows are in flight
+    (a chunk larger than that is admitted alone)."""
+
+    def __init__(self, lane: ColumnarLane) -> None:
+        self.lane = lane
+        self._pending: deque[LaneChunk] = deque()
+        self._in_flight = 0
+
+    def push(
+        self, chunks: Iterable[tuple[Any, pa.Array]]
+    ) -> Iterator[ColumnarJoined | JoinedChunk]:
+        """Start ``chunks``; yield the results of the chunks already answered (or in
+        the way of the capacity)."""
+        lane = self.lane
+        pending = self._pending
+        for tag, keys in chunks:
+            size = len(keys)
+            while pending and (self._in_flight + size > lane.capacity or pending[0].is_answered()):
+                yield self._hand_out()
+            pending.append(lane.start(tag, keys))
+            self._in_flight += size
+
+    def drain(self) -> Iterator[ColumnarJoined | JoinedChunk]:
+        """Yield the results of every chunk still in flight, in order; the cache holds
+        their answers when it ends."""
+        while self._pending:
+            yield self._hand_out()
+        self.lane.wait_filled()
+
+    def close(self) -> None:
+        """Cancel the chunks still in flight."""
+        for item in self._pending:
+            item.cancel()
+        self._pending.clear()
+
+    def _hand_out(self) -> ColumnarJoined | JoinedChunk:
+        head = self._pending.popleft()
+        self._in_flight -= head.size
+        return self.lane.finish(head)

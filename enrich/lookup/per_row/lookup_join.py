@@ -36,6 +36,7 @@ from ...engine.retry import RetryStrategy
 from ..cache.full import FullCache
 from ..cache.lookup_cache import CacheStatistics, LookupCache, cache_scope
 from ..contract.lookup_source import LookupSource
+from ..full_view import full_cache_view
 from ..join_settings import DEFAULT_MAX_BATCH, JoinSettings
 from ..key_rule import BadKey, admit_keys
 from ..outcome import NULL_KEY
@@ -117,11 +118,8 @@ class LookupJoin(AsyncFunction):
         return join
 
     def _setup(self, source: LookupSource, settings: JoinSettings, clock: Clock | None) -> None:
-        if isinstance(settings.cache, FullCache):  # the snapshot answers: no store to fill
-            from ..cache.full_source import with_full_cache
-
-            source = with_full_cache(source, settings.cache, clock)
-            settings = settings.without_cache()
+        # A join built by hand (an engine's comes with its full cache in place already).
+        source, settings = full_cache_view(source, settings, clock)
         self.settings = settings
         self.source = source
         self.how = settings.how

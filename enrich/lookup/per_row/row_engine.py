@@ -9,14 +9,15 @@ the settings' ``chunk_rows`` is refused with a ``ValueError``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from ...engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator
+from ...engine.caller.wait import AsyncWaitAsyncIterator, WaitIterator, as_async_iterable
 from ...engine.clock import Clock
 from ...engine.records.call_metrics import JoinMetrics
 from ..contract.lookup_source import LookupSource
 from ..join_settings import JoinSettings
+from ..outcome import JoinedChunk
 from .lookup_join import LookupJoin
 
 Chunk = tuple[Any, Sequence[Any]]
@@ -54,8 +55,8 @@ def start_join(
 class RowEngine:
     """The per-row engine over ``source`` with ``settings`` (see the module docstring).
 
-    Each :meth:`run` is a run of its own (its own join and metrics); :meth:`statistics`
-    reads the last one.
+    Each :meth:`run` is a run of its own (its own join); :meth:`statistics` adds up the
+    runs' metrics.
     """
 
     def __init__(
@@ -65,19 +66,81 @@ class RowEngine:
         self.settings = settings
         self.clock = clock
         self._join: LookupJoin | None = None
+        self._done = JoinMetrics()  # the metrics of the runs before the last one
+
+    def chunk_keys(self, columns: Sequence[Any]) -> list[Any]:
+        """A chunk's keys from its key columns (Arrow arrays): Python values, or tuples
+        for several columns (None when any part is null)."""
+        if len(columns) == 1:
+            return columns[0].to_pylist()  # type: ignore[no-any-return]
+        parts = [column.to_pylist() for column in columns]
+        return [None if None in key else key for key in zip(*parts, strict=True)]
 
     def run(self, chunks: Iterable[Chunk]) -> WaitIterator:
         """Join ``chunks`` on the operator; a blocking iterator of ``JoinedChunk`` s."""
-        checked = checked_chunks(chunks, self.settings.chunk_rows)
-        it = start_join(WaitIterator, checked, self.source, self.settings, self.clock)
+        return self._start(WaitIterator, checked_chunks(chunks, self.settings.chunk_rows))
+
+    def run_async(self, chunks: Any) -> AsyncWaitAsyncIterator:
+        """:meth:`run`'s async twin, on the caller's loop: ``chunks`` an iterable or an
+        async iterable; an async iterator of ``JoinedChunk`` s."""
+        checked = checked_async_chunks(chunks, self.settings.chunk_rows)
+        return self._start(AsyncWaitAsyncIterator, checked)
+
+    def _start(self, kind: type[_It], checked: Any) -> _It:
+        it = start_join(kind, checked, self.source, self.settings, self.clock)
+        if self._join is not None:
+            self._done.merge(self._join.statistics())
         self._join = it.function
         return it
 
+    def pushed(self) -> PushedRows:
+        """A run whose chunks are pushed: each push's chunks are one run, joined at once."""
+        return PushedRows(self)
+
     def statistics(self) -> JoinMetrics:
-        """The last run's metrics (a copy, with the store's adaptive limit if any)."""
-        return self._join.statistics() if self._join is not None else JoinMetrics()
+        """The runs' metrics so far (a copy, with the store's adaptive limit if any)."""
+        total = JoinMetrics()
+        total.merge(self._done)
+        if self._join is not None:
+            total.merge(self._join.statistics())
+        return total
+
+
+class PushedRows:
+    """A run of ``engine`` whose chunks are pushed (:meth:`RowEngine.pushed`): the chunks
+    of one push are one run, handed out before the push returns; nothing stays in
+    flight between pushes."""
+
+    def __init__(self, engine: RowEngine) -> None:
+        self.engine = engine
+
+    def push(self, chunks: Iterable[Chunk]) -> Iterator[JoinedChunk]:
+        """Join ``chunks``; yield their results (none pushed: no run)."""
+        pushed = list(chunks)
+        if not pushed:
+            return
+        run = self.engine.run(pushed)
+        try:
+            yield from run
+        finally:
+            run.close()
+
+    def drain(self) -> Iterator[JoinedChunk]:
+        """Nothing: every push was joined already."""
+        return iter(())
+
+    def close(self) -> None:
+        """Nothing to cancel between pushes."""
 
 
 def checked_chunks(chunks: Iterable[Chunk], limit: int) -> Iterator[Chunk]:
     """``chunks``, each checked against ``limit`` rows as it is pulled."""
     return (check_chunk(chunk, limit) for chunk in chunks)
+
+
+async def checked_async_chunks(
+    chunks: Iterable[Chunk] | AsyncIterable[Chunk], limit: int
+) -> AsyncIterator[Chunk]:
+    """``chunks`` (an iterable or an async iterable), each checked as it is pulled."""
+    async for chunk in as_async_iterable(chunks):
+        yield check_chunk(chunk, limit)

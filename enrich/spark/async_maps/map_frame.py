@@ -132,8 +132,11 @@ def map_settings(
         TypeError: a keyword argument the face does not take.
         SchemaError: ``returns`` does not parse.
     """
-    mapping = face.settings(settings, knobs).for_map(
-        returns=returns, batch_size=batch_size, batch_wait=batch_wait
+    mapping = MapSettings(
+        returns=returns,
+        knobs=face.settings(settings, knobs),
+        batch_size=batch_size,
+        batch_wait=batch_wait,
     )
     check_function(fn, batched=batch_size is not None)
     return mapping

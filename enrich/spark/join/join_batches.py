@@ -2,11 +2,13 @@
 
 Runs in Spark's Python workers and imports no pyspark (only pyarrow), so it can be
 tested like the rest of the engine. One partition (or one task's share of an SQL
-function's input) is one run of :func:`enrich.lookup_chunks`: each input batch is cut
-into chunks of ``plan.chunk_rows`` rows, fed to the operator lazily (at
+function's input) is one run of the engine :func:`~enrich.lookup.engines.engine_for`
+picks for its first batch's keys (a :class:`~enrich.lookup.interface.JoinEngine`): each
+input batch is cut into chunks of ``plan.chunk_rows`` rows, fed to the engine lazily (at
 most ``capacity`` rows in flight), and each joined chunk becomes an output batch as soon
-as it comes back (pipelined). A chunk's tag is its slice of the input batch, so an input
-batch is released once its last chunk is out.
+as it comes back (pipelined), built from its Arrow form whichever engine joined it. A
+chunk's tag is its slice of the input batch, so an input batch is released once its
+last chunk is out.
 """
 
 from __future__ import annotations
@@ -16,18 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ...engine.caller.wait import WaitIterator
 from ...engine.records.arrow_types import arrow_schema
 from ...engine.records.call_metrics import JoinMetrics, record_concurrency
-from ...lookup.cache.full import FullCache
-from ...lookup.cache.full_source import with_full_cache
 from ...lookup.contract.lookup_source import LookupSource
-from ...lookup.engines import columnar_lane
-from ...lookup.iterators import join_chunks
+from ...lookup.engines import engine_for
+from ...lookup.interface import Joined, JoinEngine
 from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
-from ...lookup.lane.run import ColumnarLane
-from ...lookup.outcome import ColumnarJoined, JoinedChunk
 from ..metrics.metric_rows import observed_batches, report, run_of
 
 
@@ -55,11 +53,6 @@ class JoinPlan:
     accumulator: Any = None
     observed: bool = False
 
-    def __post_init__(self) -> None:
-        if isinstance(self.settings.cache, FullCache):  # the snapshot answers every key
-            object.__setattr__(self, "source", with_full_cache(self.source, self.settings.cache))
-            object.__setattr__(self, "settings", self.settings.without_cache())
-
     @property
     def with_error(self) -> bool:
         return self.settings.with_error
@@ -80,64 +73,55 @@ class JoinPlan:
             fields.append(pa.field(self.error_column, pa.string()))
         return fields
 
-    def run(self, chunks: Iterable[tuple[Any, Sequence[Any]]]) -> WaitIterator:
-        """The engine over ``chunks`` of ``(tag, keys)``: one JoinedChunk per chunk."""
-        return join_chunks(chunks, self.source, self.settings)
+    @property
+    def struct_type(self) -> pa.StructType:
+        """The Arrow struct of the dimension's fields, by their own names (a prefix
+        renames the output columns only)."""
+        return pa.struct(list(arrow_schema(self.source.schema)))
 
-    def lane(self, keys: pa.Array) -> ColumnarLane | None:
-        """The columnar lane for key columns like ``keys``, or None when the join takes
-        the per-row path: a composite key, a key type the lane does not take, a source
-        without ``lookup_arrow``."""
-        return columnar_lane(self.source, self.settings, keys, len(self.on))
+    def engine(self, columns: Sequence[pa.Array]) -> JoinEngine:
+        """The engine for key columns like ``columns`` (the first batch's; none: the
+        per-row engine): the columnar lane for one integer or string column from a
+        source with ``lookup_arrow``, the per-row engine otherwise."""
+        first = columns[0] if columns else None
+        return engine_for(self.source, self.settings, first, len(columns))
 
-    def report(self, run: WaitIterator | ColumnarLane) -> JoinMetrics | None:
-        """Add the run's metrics to the accumulator (once per task), under
+    def chunks(
+        self, engine: JoinEngine, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[tuple[pa.RecordBatch, Any]]:
+        """``batches`` cut into chunks ``(rows, keys)`` of at most :attr:`chunk_rows`
+        rows, the keys in ``engine``'s form (an empty batch gives none)."""
+        size = self.chunk_rows
+        on = self.on
+        for batch in batches:
+            for start in range(0, batch.num_rows, size):
+                piece = batch.slice(start, size)
+                yield piece, engine.chunk_keys([piece.column(i) for i in on])
+
+    def output(
+        self, joined: Joined, schema: pa.Schema, struct_type: pa.StructType
+    ) -> pa.RecordBatch | None:
+        """The output batch of a joined chunk whose tag is its input rows: those rows,
+        the dimension columns and (``with_error``) the reason; None when no row is left."""
+        arrow = joined.arrow(struct_type)
+        batch = arrow.input_rows(joined.tag)
+        if batch.num_rows == 0:
+            return None
+        arrays = [*batch.columns, *arrow.structs.flatten()]
+        if self.with_error:
+            errors = arrow.errors
+            arrays.append(errors if errors is not None else pa.nulls(batch.num_rows, pa.string()))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def report(self, engine: JoinEngine) -> JoinMetrics:
+        """Add the engine's metrics to the accumulator (once per task), under
         ``(name, query id, batch id)`` (both None outside a streaming query), and to the
         driver's inbox (:mod:`enrich.spark.metrics.inbox`: Spark may never read the
-        accumulator update of a task whose output it stopped reading); returns them
-        (None when the run made none)."""
-        if isinstance(run, ColumnarLane):
-            metrics = run.metrics
-        elif run.function is not None:
-            metrics = run.function.statistics()
-        else:
-            return None
+        accumulator update of a task whose output it stopped reading); returns them."""
+        metrics = engine.statistics()
         record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
         report(self.accumulator, self.name, metrics, run_of(self.accumulator))
         return metrics
-
-
-def keys_of(batch: pa.RecordBatch, on: Sequence[int]) -> list[Any]:
-    """The lookup keys of a batch's rows: scalars, or tuples for several columns (None
-    when any part is null)."""
-    if len(on) == 1:
-        return batch.column(on[0]).to_pylist()  # type: ignore[no-any-return]
-    parts = [batch.column(i).to_pylist() for i in on]
-    return [None if None in key else key for key in zip(*parts, strict=True)]
-
-
-def _slices(batch: pa.RecordBatch, size: int) -> Iterator[pa.RecordBatch]:
-    for start in range(0, batch.num_rows, size):
-        yield batch.slice(start, size)
-
-
-def dimension_arrays(plan: JoinPlan, rows: Sequence[tuple[Any, ...] | None]) -> list[pa.Array]:
-    """One Arrow array per dimension field; a None row gives nulls."""
-    types = [f.type for f in arrow_schema(plan.source.schema)]
-    if not rows:
-        return [pa.array([], type=t) for t in types]
-    if None in rows:
-        blank = (None,) * len(types)
-        rows = [blank if r is None else r for r in rows]
-    return [
-        pa.array(values, type=t) for values, t in zip(zip(*rows, strict=True), types, strict=True)
-    ]
-
-
-def _take(batch: pa.RecordBatch, indices: list[int]) -> pa.RecordBatch:
-    if indices == list(range(batch.num_rows)):
-        return batch
-    return batch.take(pa.array(indices, type=pa.int64()))
 
 
 def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -146,7 +130,7 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     An output batch is yielded per joined chunk, as soon as it completes (in input order
     under ORDERED). An empty partition yields nothing and never touches the source.
     Chunks hold ``chunk_rows(capacity)`` rows; on the columnar lane (see
-    :meth:`JoinPlan.lane`) they are joined with Arrow compute, otherwise row by row.
+    :meth:`JoinPlan.engine`) they are joined with Arrow compute, otherwise row by row.
     Under ``plan.observed`` the batches have the metrics column (NULL), and the task's
     metrics row follows the last of them.
     """
@@ -173,86 +157,22 @@ def _enrich(
     done: list[JoinMetrics],
 ) -> Iterator[pa.RecordBatch]:
     """The joined batches; the run's metrics go to ``done`` when it ends."""
-    size = plan.chunk_rows
-    lane = plan.lane(first_batch.column(plan.on[0])) if first_batch.num_columns else None
-    if lane is not None:
-        yield from _enrich_columnar(plan, lane, batches, size, schema, done)
-        return
-
-    def chunks() -> Iterator[tuple[pa.RecordBatch, list[Any]]]:
-        for batch in batches:
-            for piece in _slices(batch, size):
-                yield piece, keys_of(piece, plan.on)
-
-    feed = chunks()
+    columns = [first_batch.column(i) for i in plan.on] if first_batch.num_columns else []
+    engine = plan.engine(columns)
+    feed = plan.chunks(engine, batches)
     first = next(feed, None)
     if first is None:
         return
-    run = plan.run(_prepend(first, feed))
+    struct_type = plan.struct_type
+    run = engine.run(_prepend(first, feed))
     try:
         for joined in run:
-            if joined.indices:
-                yield _joined_batch(plan, joined, schema)
+            out = plan.output(joined, schema, struct_type)
+            if out is not None:
+                yield out
     finally:
         run.close()
-        _done(done, plan.report(run))
-
-
-def _done(done: list[JoinMetrics], metrics: JoinMetrics | None) -> None:
-    if metrics is not None:
-        done.append(metrics)
-
-
-def _joined_batch(plan: JoinPlan, joined: JoinedChunk, schema: pa.Schema) -> pa.RecordBatch:
-    arrays = list(_take(joined.tag, joined.indices).columns)
-    arrays += dimension_arrays(plan, joined.rows)
-    if plan.with_error:
-        arrays.append(pa.array(joined.errors, type=pa.string()))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _enrich_columnar(
-    plan: JoinPlan,
-    lane: ColumnarLane,
-    batches: Iterator[pa.RecordBatch],
-    size: int,
-    schema: pa.Schema,
-    done: list[JoinMetrics],
-) -> Iterator[pa.RecordBatch]:
-    key = plan.on[0]
-
-    def chunks() -> Iterator[tuple[pa.RecordBatch, pa.Array]]:
-        for batch in batches:
-            for piece in _slices(batch, size):
-                yield piece, piece.column(key)
-
-    run = lane.run(chunks())
-    try:
-        for joined in run:
-            if isinstance(joined, JoinedChunk):
-                if joined.indices:
-                    yield _joined_batch(plan, joined, schema)
-                continue
-            yield from _columnar_batch(plan, joined, schema)
-    finally:
-        run.close()
-        _done(done, plan.report(lane))
-
-
-def _columnar_batch(
-    plan: JoinPlan, joined: ColumnarJoined, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    batch: pa.RecordBatch = joined.tag
-    structs = joined.structs
-    if joined.keep is not None:
-        batch = batch.filter(joined.keep)
-        structs = structs.filter(joined.keep)
-    if batch.num_rows == 0:
-        return
-    arrays = [*batch.columns, *structs.flatten()]
-    if plan.with_error:
-        arrays.append(pa.nulls(batch.num_rows, pa.string()))
-    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        done.append(plan.report(engine))
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -272,102 +192,51 @@ def lookup_structs(
     first_input = next(inputs, None)
     if first_input is None:
         return
-    inputs = _prepend(first_input, inputs)
-    single = first_input[0] if _is_one_array(first_input) else first_input
-    lane = plan.lane(single) if isinstance(single, pa.Array) else None
-    if lane is not None:
-        arrays = (a[0] if _is_one_array(a) else a for a in inputs)
-        yield from _structs_columnar(plan, lane, arrays, size, struct_type)
-        return
+    engine = plan.engine(_key_columns(first_input))
 
-    def chunks() -> Iterator[tuple[tuple[int, bool], list[Any]]]:
-        for arrays in inputs:
-            columns = arrays if isinstance(arrays, tuple) else (arrays,)
-            batch = pa.RecordBatch.from_arrays(
-                list(columns), names=[f"k{i}" for i in range(len(columns))]
-            )
-            keys = keys_of(batch, range(len(columns)))
-            if not keys:  # an empty batch still needs its (empty) answer, in its place
-                yield (0, True), []
-            for start in range(0, len(keys), size):
-                part = keys[start : start + size]
-                yield (len(part), start + size >= len(keys)), part
+    def chunks() -> Iterator[tuple[tuple[int, bool], Any]]:
+        for arrays in _prepend(first_input, inputs):
+            columns = _key_columns(arrays)
+            length = len(columns[0])
+            if not length:  # an empty batch still needs its (empty) answer, in its place
+                yield (0, True), engine.chunk_keys(columns)
+            for start in range(0, length, size):
+                part = [column.slice(start, size) for column in columns]
+                yield (len(part[0]), start + size >= length), engine.chunk_keys(part)
 
-    run = plan.run(chunks())
+    dimension = plan.struct_type
+    run = engine.run(chunks())
     pieces: list[pa.Array] = []
     try:
         for joined in run:
             length, last = joined.tag
-            pieces.append(_structs(plan, struct_type, joined, length))
+            arrow = joined.arrow(dimension).per_input_row(length)
+            pieces.append(_structs(plan, struct_type, arrow.structs, arrow.errors))
             if last:
                 yield pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
                 pieces = []
     finally:
         run.close()
-        plan.report(run)
+        plan.report(engine)
 
 
-def _is_one_array(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 1 and isinstance(value[0], pa.Array)
+def _key_columns(arrays: pa.Array | tuple[pa.Array, ...]) -> list[pa.Array]:
+    return list(arrays) if isinstance(arrays, tuple) else [arrays]
 
 
-def _structs_columnar(
-    plan: JoinPlan,
-    lane: ColumnarLane,
-    inputs: Iterator[Any],
-    size: int,
-    struct_type: pa.DataType,
-) -> Iterator[pa.Array]:
-    def chunks() -> Iterator[tuple[tuple[int, bool], pa.Array]]:
-        for keys in inputs:
-            if not len(keys):  # an empty batch still needs its (empty) answer, in its place
-                yield (0, True), keys
-            for start in range(0, len(keys), size):
-                part = keys.slice(start, size)
-                yield (len(part), start + size >= len(keys)), part
-
-    run = lane.run(chunks())
-    pieces: list[pa.Array] = []
-    try:
-        for joined in run:
-            length, last = joined.tag
-            if isinstance(joined, JoinedChunk):
-                pieces.append(_structs(plan, struct_type, joined, length))
-            else:
-                structs = joined.structs
-                arrays = list(structs.flatten())
-                if plan.with_error:
-                    arrays.append(pa.nulls(length, pa.string()))
-                pieces.append(
-                    pa.StructArray.from_arrays(
-                        arrays, fields=list(struct_type), mask=structs.is_null()
-                    )
-                )
-            if last:
-                yield pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
-                pieces = []
-    finally:
-        run.close()
-        plan.report(lane)
-
-
-def _structs(plan: JoinPlan, struct_type: pa.DataType, joined: JoinedChunk, length: int) -> Any:
-    rows: list[tuple[Any, ...] | None] = [None] * length
-    errors: list[str | None] = [None] * length
-    seen = [False] * length
-    for n, index in enumerate(joined.indices):
-        if not seen[index]:  # a 1:N key: its first row
-            seen[index] = True
-            rows[index] = joined.rows[n]
-            if joined.errors is not None:
-                errors[index] = joined.errors[n]
-    if not length:
-        return pa.array([], type=struct_type)
-    arrays = dimension_arrays(plan, rows)
+def _structs(
+    plan: JoinPlan, struct_type: pa.DataType, structs: pa.StructArray, errors: pa.Array | None
+) -> pa.StructArray:
+    """One output struct per row: the dimension's fields (and the reason), NULL when
+    nothing was found and there is no reason to report."""
+    arrays = list(structs.flatten())
+    mask = structs.is_null()
     if plan.with_error:
-        arrays.append(pa.array(errors, type=pa.string()))
-    # NULL when nothing was found and there is no reason to report.
-    mask = pa.array([r is None and e is None for r, e in zip(rows, errors, strict=True)])
+        if errors is None:
+            errors = pa.nulls(len(structs), pa.string())
+        else:
+            mask = pc.and_(mask, errors.is_null())
+        arrays.append(errors)
     return pa.StructArray.from_arrays(arrays, fields=list(struct_type), mask=mask)
 
 

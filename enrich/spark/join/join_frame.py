@@ -204,7 +204,7 @@ def join_settings(
             f"source must be a LookupSource (schema, lookup_many, aclose), got {source!r}"
         )
     capacity = default_capacity(source, join.get("cache"))
-    return face.settings(settings, knobs, capacity=capacity).for_join(**join)
+    return JoinSettings(knobs=face.settings(settings, knobs, capacity=capacity), **join)
 
 
 def route_by_key(df: DataFrame, columns: Sequence[str], shuffle: bool | int) -> DataFrame:

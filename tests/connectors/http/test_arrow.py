@@ -15,6 +15,7 @@ from connectors.http import HttpLookup
 from enrich import DecodeError, LookupFailed
 from enrich.lookup.contract.columnar_answer import ColumnarSource, struct_rows
 from enrich.lookup.join_settings import JoinSettings
+from enrich.lookup.lane.run import ColumnarLane
 from enrich.spark.join.join_batches import JoinPlan
 from tests.connectors.http.conftest import MakeSource
 from tests.support.answers import DOCUMENTS, SCHEMA, STRUCT, expected, outcomes
@@ -185,5 +186,5 @@ async def test_only_a_batch_source_is_columnar(http_server: HttpTestServer) -> N
             plan = JoinPlan(
                 name="t", source=copy, on=(0,), columns=copy.schema.names, settings=JoinSettings()
             )
-            assert (plan.lane(keys) is not None) is columnar
+            assert isinstance(plan.engine([keys]), ColumnarLane) is columnar
         assert "lookup_arrow" not in repr(source)

@@ -9,6 +9,7 @@ import pytest
 
 from enrich import JoinMetrics, OutputMode
 from enrich.lookup.join_settings import JoinSettings
+from enrich.lookup.lane.run import ColumnarLane
 from enrich.spark.join.join_batches import JoinPlan, enrich_batches, lookup_structs
 from enrich.testing import FakeSource
 
@@ -157,8 +158,8 @@ def test_the_columnar_lane_gives_the_per_row_paths_batches(how: str, policy: str
     settings: dict[str, Any] = {"how": how, "on_error": policy, "capacity": 16}
     lane = ColumnarFakeSource(data)
     per_row = FakeSource(data)
-    assert plan(lane, **settings).lane(inputs[0].column(0)) is not None
-    assert plan(per_row, **settings).lane(inputs[0].column(0)) is None
+    assert isinstance(plan(lane, **settings).engine([inputs[0].column(0)]), ColumnarLane)
+    assert not isinstance(plan(per_row, **settings).engine([inputs[0].column(0)]), ColumnarLane)
     got = rows(list(enrich_batches(plan(lane, **settings), iter(inputs))))
     expected = rows(list(enrich_batches(plan(per_row, **settings), iter(inputs))))
     assert got == expected and got
@@ -191,7 +192,7 @@ def test_the_sql_function_takes_the_columnar_lane(wrap: bool) -> None:
     keys = [pa.array(["a", None, "b", "zz"]), pa.array([], pa.string()), pa.array(["a"] * 5)]
     inputs = [(k,) if wrap else k for k in keys]
     lane_plan = plan(ColumnarFakeSource(data), on=(), capacity=8)
-    assert lane_plan.lane(keys[0]) is not None
+    assert isinstance(lane_plan.engine([keys[0]]), ColumnarLane)
     got = [a.to_pylist() for a in lookup_structs(lane_plan, iter(inputs))]
     expected = [
         a.to_pylist()
@@ -214,7 +215,7 @@ def test_the_columnar_lane_decodes_by_field_names_whatever_the_prefix(
         name="t", source=source, on=(0,), columns=("u_name", "u_credit"), settings=JoinSettings()
     )
     keys = pa.RecordBatch.from_pydict({"k": pa.array([1, 2, None], pa.int8())})
-    assert prefixed.lane(keys.column(0)) is not None
+    assert isinstance(prefixed.engine([keys.column(0)]), ColumnarLane)
     out = rows(list(enrich_batches(prefixed, iter([keys]))))
     assert out == [
         {"k": 1, "u_name": "Ada", "u_credit": 2.5},

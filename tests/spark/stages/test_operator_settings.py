@@ -95,3 +95,10 @@ def test_a_face_refuses_the_knobs_it_does_not_take(spark: SparkSession) -> None:
         register_lookup(spark, "g", source, settings=OperatorSettings(on_error="drop"))
     with pytest.raises(ValueError, match="settings must be an OperatorSettings or None"):
         lookup_join(df, source, on="order_id", settings={"capacity": 3})  # type: ignore[arg-type]
+
+
+def test_the_spark_faces_object_is_the_engines() -> None:
+    import enrich.spark
+    from enrich.engine.wait_settings import OperatorSettings as Knobs
+
+    assert enrich.spark.OperatorSettings is Knobs
