@@ -51,17 +51,21 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..sink.by_source import ASYNC_OPTION, FROM_OPTION, ID_OPTION, STREAM_OPTION
+from ..sink.by_source import FROM_OPTION
+from ..sink.spi import (
+    ASYNC_OPTION,
+    ID_OPTION,
+    KAFKA_ID,
+    KAFKA_PARTITION as KAFKA_STREAM,
+    STREAM_ID as ID_COLUMN,
+    STREAM_KEY as KEY_COLUMN,
+    STREAM_OPTION,
+)
 from ..sink.two_phase.layout import STREAMS_OPTION
 from .pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
-ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
-KEY_COLUMN = "stream_key"
 KAFKA_FORMAT = "kafka"
-# What Spark's kafka source names them: the offset rises along each (topic, partition).
-KAFKA_ID = "offset"
-KAFKA_STREAM = ("topic", "partition")
 OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
 WARM_BATCHES = 1  # micro-batches of the warm-up query (3 measured no better)
 WARM_ROWS = 1000  # rows a task of each

@@ -45,9 +45,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-DEFAULT_SCHEMA = "stream_id string, fields map<string,string>"
-ID_COLUMN = "stream_id"
-KEY_COLUMN = "stream_key"  # the stream an entry was read from
+from ..sink.spi import STREAM_ID, STREAM_KEY
+
+DEFAULT_SCHEMA = f"{STREAM_ID} string, fields map<string,string>"
+# The entry id and the stream's key: the source record a keyed sink writes once by.
+ID_COLUMN, KEY_COLUMN = STREAM_ID, STREAM_KEY
 CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default
 SHOWN = 64  # characters of a bad value shown in an error or a log line
 

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..spi import SourceFields
 from .errors import PlanExpired, PublishConflict, Published, SourceIdMissing, StagingMismatch
 from .script import ABORT_SCRIPT, CLOSE_SCRIPT, STEP_SCRIPT
 from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix, started_key
 
 PAGE = 1000  # staged operations read per LRANGE inside the script
-
-
-@dataclass(frozen=True)
-class SourceFields:
-    """Where a staged row of a sink keyed by the source record holds its source: the
-    field (column) of the entry id, and of the source stream ("" for one stream)."""
-
-    id: str
-    stream: str = ""
 
 
 def commit(
