@@ -1,7 +1,7 @@
 """A job's Delta sink (Delta Lake's own ``delta`` format), checked before Spark starts.
 
 Delta's streaming sink is exactly once by its commit protocol (each micro-batch one
-table version, keyed by the query's id and the batch id: see :mod:`enrich.spark.stages.delta_sink`).
+table version, keyed by the query's id and the batch id: see :mod:`enrich.spark.sink.delta.jars`).
 The checks keep Spark's and Delta's names and refuse, one line each, what the query
 would refuse at start or what would break exactly once:
 
@@ -102,7 +102,7 @@ def delta_checks(config: Any) -> list[tuple[str, bool, str]]:
         if spec is None or spec.format != FORMAT:
             continue
         try:
-            from enrich.spark.stages.delta_sink import (
+            from enrich.spark.sink.delta.jars import (
                 DeltaUnavailable,
                 check_spark_line,
                 delta_jars,

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import async_map, lookup_join
-from enrich.spark.sink.stage_sink import FORMAT_PREFIX, StageRedisSink, register_stage_sink
+from enrich.spark.sink.redis.stage_sink import FORMAT_PREFIX, StageRedisSink, register_stage_sink
 from enrich.spark.stages.pipeline import ArrowStage, Chain, stage_of
 from enrich.testing import FakeSource
 from tests.spark.functions import Double

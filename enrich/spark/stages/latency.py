@@ -10,7 +10,7 @@ at most once per ``asyncProgressTrackingCheckpointIntervalMs`` (1 s by default),
 starts the next batch at once. The price: after a failure Spark plans again every batch
 after the last offsets it wrote, so batches come back re-cut, with other ids or other
 rows. The redis sink keyed by batch id would lose or double rows then; keyed by the
-source record (``sourceIdColumn``, :mod:`~enrich.spark.sink.by_source`) it publishes
+source record (``sourceIdColumn``, :mod:`~enrich.spark.sink.redis.by_source`) it publishes
 each source entry once whatever batch carries it. So the profile:
 
 - checks that every streaming source of the query is one ``redis-stream`` source or one
@@ -25,7 +25,7 @@ each source entry once whatever batch carries it. So the profile:
   processing-time trigger of 0 (the next batch as soon as one ends);
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
   ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
-  :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
+  :class:`~enrich.spark.sink.redis.stage_sink.StageRedisSink`): one Python stage fewer in
   each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
@@ -51,7 +51,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..sink.by_source import FROM_OPTION
+from ..sink.delta.keying import DELTA_REFUSED
+from ..sink.redis.by_source import FROM_OPTION
+from ..sink.redis.two_phase.layout import STREAMS_OPTION
 from ..sink.spi import (
     ASYNC_OPTION,
     ID_OPTION,
@@ -61,7 +63,6 @@ from ..sink.spi import (
     STREAM_KEY as KEY_COLUMN,
     STREAM_OPTION,
 )
-from ..sink.two_phase.layout import STREAMS_OPTION
 from .pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
@@ -70,19 +71,6 @@ OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
 WARM_BATCHES = 1  # micro-batches of the warm-up query (3 measured no better)
 WARM_ROWS = 1000  # rows a task of each
 TRIGGER = "0 seconds"
-
-
-# Why sink="delta" is refused (docs/delta.md): Delta's sink is exactly once by batch id.
-DELTA_REFUSED = (
-    "the low-latency profile cannot write to Delta: it runs under async progress "
-    "tracking, which after a failure plans the micro-batches again from the last offsets "
-    "it logged, so a batch id may come back with other records; Delta's sink commits "
-    "each batch once by its id (a txn action keyed by the query's id and the batch id) "
-    "and would skip records it never wrote, or write others twice (Spark itself "
-    "refuses it: 'Sink DeltaSink[...] does not support async progress tracking'). Write with "
-    "df.writeStream.format('delta') on Spark's default progress tracking (exactly once, "
-    "docs/delta.md)"
-)
 
 
 class ProfileRefused(ValueError):
@@ -132,7 +120,7 @@ def low_latency(
         publish_from: the redis sink's ``publishFrom``: ``"driver"`` (tasks stage,
             the driver's commit publishes) or ``"tasks"`` (each task publishes its rows
             and the commit only raises the marks:
-            :mod:`~enrich.spark.sink.two_phase.from_tasks`; needs each task's rows in the
+            :mod:`~enrich.spark.sink.redis.two_phase.from_tasks`; needs each task's rows in the
             source's order). Measured no faster at 10,000 entries/s nor over a backlog
             (docs/latency.md), so not the default.
 
@@ -187,7 +175,7 @@ def low_latency(
     if stage is None:
         writer = df.writeStream.format("redis")
     else:
-        from ..sink.stage_sink import register_stage_sink
+        from ..sink.redis.stage_sink import register_stage_sink
 
         writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
     writer = writer.option(ID_OPTION, source_id)
@@ -311,8 +299,8 @@ def _modules() -> None:
     """What the real query's Python processes import: pyarrow, redis, the source's
     reader, the join's worker side, the sink's writer and commit."""
     import enrich.spark.join.join_batches
-    import enrich.spark.sink.data_source
-    import enrich.spark.sink.stage_sink
+    import enrich.spark.sink.redis.data_source
+    import enrich.spark.sink.redis.stage_sink
     import enrich.spark.streams.read  # noqa: F401
 
 

@@ -17,7 +17,7 @@ DataFrame derived from a stage's output (``select``, ``drop``, any step) is anot
 object, with no stage.
 
 Its reader is :func:`enrich.spark.low_latency`: given a stage's output, it writes the
-stage's input to a :class:`~enrich.spark.sink.stage_sink.StageRedisSink` that runs
+stage's input to a :class:`~enrich.spark.sink.redis.stage_sink.StageRedisSink` that runs
 the stage's function in each task before encoding the rows, so the rows go from the
 source's worker to the sink's once (one Python stage fewer; docs/latency.md).
 """

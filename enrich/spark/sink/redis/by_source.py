@@ -3,7 +3,7 @@ of every row before it is staged.
 
 With ``sourceIdColumn`` the transactional sink publishes each source entry at most once,
 whatever micro-batch carries it: the commit script keeps, per source stream, the last
-entry id published (:mod:`~enrich.spark.sink.two_phase.script`) and applies a row only
+entry id published (:mod:`~enrich.spark.sink.redis.two_phase.script`) and applies a row only
 when its entry id is after it. A replay whose batches are cut differently (Spark's
 async progress tracking re-plans the batches after the last offsets it wrote, so a
 batch id may come back with other rows, or rows with another batch id) then neither
@@ -42,8 +42,8 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from . import spi
-from .spi import ASYNC_OPTION, ID_OPTION, SourceFields
+from .. import spi
+from ..spi import ASYNC_OPTION, ID_OPTION, SourceFields
 
 log = logging.getLogger("enrich.spark.sinks")
 
@@ -85,7 +85,7 @@ def check_mode(
 def publish_from(options: Mapping[str, str], source: SourceFields | None) -> bool:
     """``publishFrom``: ``driver`` (default: tasks stage, the driver's commit publishes)
     or ``tasks`` (each task publishes its rows, the commit settles the marks:
-    :mod:`~enrich.spark.sink.two_phase.from_tasks`); True for ``tasks``."""
+    :mod:`~enrich.spark.sink.redis.two_phase.from_tasks`); True for ``tasks``."""
     text = _choice(options, FROM_OPTION, ("driver", "tasks"))
     if text == "tasks" and source is None:
         raise ValueError(
@@ -98,7 +98,7 @@ def publish_from(options: Mapping[str, str], source: SourceFields | None) -> boo
 
 def start_run(settings: Any) -> str | None:
     """On the driver, before any task of a streaming query keyed by the source record
-    (``settings``: its :class:`~enrich.spark.sink.row_writes.SinkSettings`); returns the
+    (``settings``: its :class:`~enrich.spark.sink.redis.row_writes.SinkSettings`); returns the
     run's name when it publishes from its tasks. (Only such a query can meet spans: a
     sink keyed by batch id asks Redis nothing at the start, so, as before, a wrong
     password fails its first write, not its start.)
@@ -107,7 +107,7 @@ def start_run(settings: Any) -> str | None:
     first (the tasks do not read plans). Publishing from the driver: spans of published
     rows a run publishing from its tasks left unsettled are refused (the driver's commit
     does not read them, and would publish those rows again)."""
-    from .. import redis_options
+    from ... import redis_options
     from .two_phase import commit, from_tasks, index_key, plan_key
 
     client = redis_options.connect(settings.url)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from pyspark.sql.types import StructType
 
-from ..stages.pipeline import ArrowFunction, ArrowStage
+from ...stages.pipeline import ArrowFunction, ArrowStage
 from .data_source import RedisSinkDataSource
 
 FORMAT_PREFIX = "redis-joined-"

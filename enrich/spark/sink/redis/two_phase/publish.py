@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..spi import SourceFields
+from ...spi import SourceFields
 from .errors import PlanExpired, PublishConflict, Published, SourceIdMissing, StagingMismatch
 from .script import ABORT_SCRIPT, CLOSE_SCRIPT, STEP_SCRIPT
 from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix, started_key
@@ -118,7 +118,7 @@ def _text(value: Any) -> str:
 
 def _operation(staged: Any) -> str:
     """A staged operation as text for a message: its items as a JSON array (a packed
-    operation is binary: MessagePack strings, see :func:`~enrich.spark.sink.codec.pack`)."""
+    operation is binary: MessagePack strings, see :func:`~enrich.spark.sink.redis.codec.pack`)."""
     raw = staged if isinstance(staged, bytes) else str(staged).encode("utf-8")
     if raw.startswith(b"["):  # staged as JSON by an earlier version
         return _text(raw)

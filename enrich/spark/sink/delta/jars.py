@@ -44,7 +44,7 @@ CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # is 50: on local[2] that is most of a small micro-batch's time).
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _MAIN_JAR = re.compile(r"^delta-spark_(\d+)\.(\d+)_2\.13-[\w.-]+\.jar$")
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parents[4]
 
 
 class DeltaUnavailable(EnrichError):
