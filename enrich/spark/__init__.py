@@ -42,6 +42,11 @@ if TYPE_CHECKING:
     from .async_maps.map_frame import async_map as async_map
     from .data_sources import register_data_sources as register_data_sources
     from .join.join_frame import lookup_join as lookup_join, route_by_key as route_by_key
+    from .latency import (
+        ProfileRefused as ProfileRefused,
+        low_latency as low_latency,
+        warm_up as warm_up,
+    )
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
         batch_statistics as batch_statistics,
@@ -51,11 +56,6 @@ if TYPE_CHECKING:
     from .metrics.observed import observed_statistics as observed_statistics
     from .session import session as session
     from .spark_types import spark_type as spark_type
-    from .stages.latency import (
-        ProfileRefused as ProfileRefused,
-        low_latency as low_latency,
-        warm_up as warm_up,
-    )
     from .stages.operator_settings import OperatorSettings as OperatorSettings
     from .streams.stream_counts import (
         StreamReadCounts as StreamReadCounts,
@@ -78,9 +78,9 @@ _LAZY = {
     "spark_type": ".spark_types",
     "session": ".session",
     "register_data_sources": ".data_sources",
-    "low_latency": ".stages.latency",
-    "warm_up": ".stages.latency",
-    "ProfileRefused": ".stages.latency",
+    "low_latency": ".latency",
+    "warm_up": ".latency",
+    "ProfileRefused": ".latency",
     "StreamReadCounts": ".streams.stream_counts",
     "stream_statistics": ".streams.stream_counts",
 }

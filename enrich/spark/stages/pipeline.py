@@ -1,30 +1,27 @@
 """The Python stages of a query, named: what ``lookup_join`` and ``async_map`` add, and
-what the ``redis`` sink may run in its own write.
+what a sink may run in its own write.
 
 ``lookup_join`` and ``async_map`` each add one Python stage to a query: ``mapInArrow``
 running a function over each task's Arrow batches. An :class:`ArrowStage` names such a
 stage: its input DataFrame, the function, the schema it yields and the join's (or the
 map's) name. Both add their stage through :func:`add_operator_stage` (their metrics'
 accumulator, or observed metrics), which calls :func:`add_arrow_stage`: ``mapInArrow``,
-and the stage recorded in this module's registry under the DataFrame it returns;
-:func:`stage_of` reads it back, the stages a DataFrame ends with composed into one (a
-chain of joins and maps runs as one function).
+and the DataFrame it returns a :class:`~enrich.spark.stages.staged_frame.StagedFrame`
+naming its stage. :func:`stage_of` reads it back, the stages a DataFrame ends with
+composed into one (a chain of joins and maps runs as one function).
 
-The registry, :data:`STAGES`, is the one place the hand-over lives: a
-``WeakKeyDictionary`` from output DataFrames to their stages (a DataFrame hashes by
-identity and is forgotten with its last reference). Nothing is set on a DataFrame, and a
-DataFrame derived from a stage's output (``select``, ``drop``, any step) is another
-object, with no stage.
+The hand-over is that returned value, nothing else: no registry, nothing set on a
+DataFrame Spark made, and a DataFrame derived from a stage's output (``select``,
+``drop``, any step) is Spark's own, with no stage.
 
 Its reader is :func:`enrich.spark.low_latency`: given a stage's output, it writes the
-stage's input to a :class:`~enrich.spark.sink.redis.stage_sink.StageRedisSink` that runs
-the stage's function in each task before encoding the rows, so the rows go from the
-source's worker to the sink's once (one Python stage fewer; docs/latency.md).
+stage's input to a sink that runs the stage's function in each task before writing the
+rows (:mod:`enrich.spark.sink.joined`), so the rows go from the source's worker to the
+sink's once (one Python stage fewer; docs/latency.md).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,18 +76,16 @@ class Chain:
         return self.then(self.first(batches))
 
 
-# Output DataFrame -> the stage that made it. Written by add_arrow_stage only.
-STAGES: weakref.WeakKeyDictionary[Any, ArrowStage] = weakref.WeakKeyDictionary()
-
-
 def add_arrow_stage(
     df: DataFrame, function: ArrowFunction, schema: StructType, *, name: str
 ) -> DataFrame:
-    """``df.mapInArrow(function, schema)``, recorded in :data:`STAGES` as the stage
-    named ``name`` (the sink may run it instead: :func:`enrich.spark.low_latency`)."""
-    output = df.mapInArrow(function, schema)
-    STAGES[output] = ArrowStage(input=df, function=function, schema=schema, name=name)
-    return output
+    """``df.mapInArrow(function, schema)``, returned as a
+    :class:`~enrich.spark.stages.staged_frame.StagedFrame` naming its stage ``name`` (a
+    sink may run it instead: :func:`enrich.spark.low_latency`)."""
+    from .staged_frame import staged
+
+    stage = ArrowStage(input=df, function=function, schema=schema, name=name)
+    return staged(df.mapInArrow(function, schema), stage)  # type: ignore[no-any-return]
 
 
 def add_operator_stage(
@@ -108,8 +103,8 @@ def add_operator_stage(
     metrics (``observe``; None: on for a streaming ``df`` where no accumulator carries
     them, i.e. under Spark Connect) ride on the stage's rows through
     ``DataFrame.observe`` (:mod:`enrich.spark.metrics.observed`): such a stage is not
-    recorded, since its rows must pass through Spark's ``observe``. Any other is
-    recorded as a named stage (:func:`add_arrow_stage`), which the sink may run.
+    named, since its rows must pass through Spark's ``observe``. Any other is returned
+    naming its stage (:func:`add_arrow_stage`), which a sink may run.
     """
     from pyspark.sql.types import StructType
 
@@ -130,10 +125,9 @@ def add_operator_stage(
 def stage_of(df: Any) -> ArrowStage | None:
     """The stages ``df`` ends with, as one: its first input, their functions applied in
     turn, the last one's schema. None when ``df`` is not a stage's output."""
-    try:
-        stage = STAGES.get(df)
-    except TypeError:  # not hashable: not a DataFrame a stage returned
-        return None
+    from .staged_frame import stage_named_by
+
+    stage = stage_named_by(df)
     if stage is None:
         return None
     earlier = stage_of(stage.input)

@@ -11,8 +11,9 @@ idempotent or transactional.
   publishes a batch.
 - :mod:`.by_source`: the Redis side of exactly once keyed by the source record
   (``sourceIdColumn``; the contract: :mod:`enrich.spark.sink.spi`).
-- :mod:`.stage_sink`: the sink running a query's Python stage (a join, a map) in its
-  own write (:class:`~enrich.spark.sink.stage_sink.StageRedisSink`).
+
+The sink is a :class:`~enrich.spark.sink.joined.JoinableSink`: it may run a query's
+Python stage (a join, a map) in its own write.
 
 Nothing here imports the source (:mod:`enrich.spark.streams`); both share
 :mod:`enrich.spark.redis_options`.

@@ -74,7 +74,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
@@ -86,6 +85,7 @@ from pyspark.sql.types import StructType
 from ... import redis_options
 from ...stages.pipeline import ArrowFunction
 from .. import hooks
+from ..joined import JoinableSink, run_stage
 from . import by_source, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
@@ -159,12 +159,11 @@ class _RedisWriter:
         RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
-        self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.redis.stage_sink)
+        self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.joined)
         self.run = run  # publishFrom=tasks: this run of the query (from_tasks' spans)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
-        if self.stage is not None:
-            items = self.stage(iter(items))
+        items = run_stage(self.stage, items)
         if self.settings.source is not None:  # every row's source entry, checked first
             items = by_source.checked(items, self.settings.source, self.schema)
         partition, attempt, batch_id = _task()
@@ -429,7 +428,7 @@ class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
         self._abort(messages, self.token, marked=False)
 
 
-class RedisSinkDataSource(DataSource):
+class RedisSinkDataSource(JoinableSink):
     """``writeStream.format("redis")`` and ``write.format("redis")``."""
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -440,22 +439,12 @@ class RedisSinkDataSource(DataSource):
     def name(cls) -> str:
         return "redis"
 
-    def _written(self, schema: StructType) -> StructType:
-        """The schema of the rows written (a :class:`~enrich.spark.sink.redis.stage_sink.
-        StageRedisSink` writes its stage's output, not its input)."""
-        return schema
-
-    def _stage(self) -> ArrowFunction | None:
-        """The Python stage the writers run on their input first (none here; see
-        :class:`~enrich.spark.sink.redis.stage_sink.StageRedisSink`)."""
-        return None
-
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        schema = self._written(schema)
+        schema = self.joined_schema(schema)
         by_source.check_writer(self.settings.source, schema, streaming=False)
         cluster = self._cluster()
         token = f"w{uuid.uuid4().hex}"
-        return RedisBatchWriter(self.settings, schema, token, cluster, self._stage())
+        return RedisBatchWriter(self.settings, schema, token, cluster, self.joined_function())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -463,14 +452,14 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
-        schema = self._written(schema)
+        schema = self.joined_schema(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
         cluster = self._cluster()
         run = None
         if self.settings.source is not None:  # keyed by the source record
             self._check_layout()
             run = by_source.start_run(self.settings)
-        return RedisStreamWriter(self.settings, schema, None, cluster, self._stage(), run)
+        return RedisStreamWriter(self.settings, schema, None, cluster, self.joined_function(), run)
 
     def _check_layout(self) -> None:
         """Keyed by the source record: the marks follow a change of the query's source

@@ -24,9 +24,8 @@ each source entry once whatever batch carries it. So the profile:
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
-  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
-  :class:`~enrich.spark.sink.redis.stage_sink.StageRedisSink`): one Python stage fewer in
-  each task;
+  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by
+  the sink: :mod:`~enrich.spark.sink.joined`): one Python stage fewer in each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
 What it trades: a restart replays up to ``asyncProgressTrackingCheckpointIntervalMs`` of
@@ -51,10 +50,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..sink.delta.keying import DELTA_REFUSED
-from ..sink.redis.by_source import FROM_OPTION
-from ..sink.redis.two_phase.layout import STREAMS_OPTION
-from ..sink.spi import (
+from .sink.delta.keying import DELTA_REFUSED
+from .sink.redis.by_source import FROM_OPTION
+from .sink.redis.two_phase.layout import STREAMS_OPTION
+from .sink.spi import (
     ASYNC_OPTION,
     ID_OPTION,
     KAFKA_ID,
@@ -63,7 +62,7 @@ from ..sink.spi import (
     STREAM_KEY as KEY_COLUMN,
     STREAM_OPTION,
 )
-from .pipeline import stage_of
+from .stages.pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
 KAFKA_FORMAT = "kafka"
@@ -130,7 +129,7 @@ def low_latency(
             message says which).
     """
     if sink == "kafka-eos":
-        from ..sink.kafka_eos.query import kafka_eos_writer
+        from .sink.kafka_eos.query import kafka_eos_writer
 
         writer = kafka_eos_writer(df, low_latency=True)  # refuses what it cannot keep
         if warm:
@@ -175,9 +174,11 @@ def low_latency(
     if stage is None:
         writer = df.writeStream.format("redis")
     else:
-        from ..sink.redis.stage_sink import register_stage_sink
+        from .sink.joined import register_joined
+        from .sink.redis.data_source import RedisSinkDataSource
 
-        writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
+        joined = register_joined(df.sparkSession, RedisSinkDataSource, stage)
+        writer = stage.input.writeStream.format(joined)
     writer = writer.option(ID_OPTION, source_id)
     if streams:  # the sink carries its marks over a change of them (sink.two_phase.layout)
         writer = writer.option(STREAMS_OPTION, ",".join(streams))
@@ -299,8 +300,8 @@ def _modules() -> None:
     """What the real query's Python processes import: pyarrow, redis, the source's
     reader, the join's worker side, the sink's writer and commit."""
     import enrich.spark.join.join_batches
+    import enrich.spark.sink.joined
     import enrich.spark.sink.redis.data_source
-    import enrich.spark.sink.redis.stage_sink
     import enrich.spark.streams.read  # noqa: F401
 
 
