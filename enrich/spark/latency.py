@@ -51,6 +51,7 @@ from pyspark.sql.datasource import (
 )
 
 from .sink.delta.keying import DELTA_REFUSED
+from .sink.joined import JoinableSink, register_joined
 from .sink.redis.by_source import FROM_OPTION
 from .sink.redis.two_phase.layout import STREAMS_OPTION
 from .sink.spi import (
@@ -84,7 +85,7 @@ def low_latency(
     source_stream: str | None = None,
     warm: bool = True,
     join_in_sink: bool = True,
-    sink: str = "redis",
+    sink: str | type[JoinableSink] = "redis",
     publish_from: str = "driver",
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
@@ -115,7 +116,11 @@ def low_latency(
         sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
             record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
-            their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why).
+            their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why). Or a
+            sink of one's own written on the SPI (a
+            :class:`~enrich.spark.sink.joined.JoinableSink` class keyed by the source
+            record: docs/writing-a-sink.md), given the same options and checks as the
+            redis sink but ``publishFrom`` and ``sourceStreams``, the joins run in it.
         publish_from: the redis sink's ``publishFrom``: ``"driver"`` (tasks stage,
             the driver's commit publishes) or ``"tasks"`` (each task publishes its rows
             and the commit only raises the marks:
@@ -139,7 +144,8 @@ def low_latency(
         raise ProfileRefused(DELTA_REFUSED)
     if publish_from not in ("tasks", "driver"):
         raise ProfileRefused(f'publish_from must be "tasks" or "driver", got {publish_from!r}')
-    if sink != "redis":
+    own = isinstance(sink, type) and issubclass(sink, JoinableSink)
+    if sink != "redis" and not own:
         raise ProfileRefused(
             f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
         )
@@ -170,21 +176,24 @@ def low_latency(
         )
     if warm:
         warm_up(df.sparkSession)
+    if isinstance(sink, type):
+        target = sink
+    else:
+        from .sink.redis.data_source import RedisSinkDataSource as target
     stage = stage_of(df) if join_in_sink else None
     if stage is None:
-        writer = df.writeStream.format("redis")
+        if own:
+            df.sparkSession.dataSource.register(target)
+        writer = df.writeStream.format(target.name())
     else:
-        from .sink.joined import register_joined
-        from .sink.redis.data_source import RedisSinkDataSource
-
-        joined = register_joined(df.sparkSession, RedisSinkDataSource, stage)
-        writer = stage.input.writeStream.format(joined)
+        writer = stage.input.writeStream.format(register_joined(df.sparkSession, target, stage))
     writer = writer.option(ID_OPTION, source_id)
-    if streams:  # the sink carries its marks over a change of them (sink.two_phase.layout)
-        writer = writer.option(STREAMS_OPTION, ",".join(streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
-    writer = writer.option(FROM_OPTION, publish_from)
+    if not own:  # the redis sink's own options
+        if streams:  # it carries its marks over a change of them (two_phase.layout)
+            writer = writer.option(STREAMS_OPTION, ",".join(streams))
+        writer = writer.option(FROM_OPTION, publish_from)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
     return writer.trigger(processingTime=TRIGGER)
 
