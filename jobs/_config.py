@@ -292,7 +292,7 @@ def _check_latency(config: JobConfig) -> None:
         return
     # The sources latency: low takes, and the columns a select must keep for the sink's
     # key (here: enrich.spark needs pyspark, which a config check alone does not).
-    from enrich.spark.sink.spi import KEYED_SOURCES
+    from enrich.spark.sink.sink_spi import KEYED_SOURCES
 
     source, sink = config.source, config.sink
     why = None

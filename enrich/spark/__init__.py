@@ -40,13 +40,7 @@ from .._lazy import loader as _loader
 
 if TYPE_CHECKING:
     from .async_maps.map_frame import async_map as async_map
-    from .data_sources import register_data_sources as register_data_sources
     from .join.join_frame import lookup_join as lookup_join, route_by_key as route_by_key
-    from .latency import (
-        ProfileRefused as ProfileRefused,
-        low_latency as low_latency,
-        warm_up as warm_up,
-    )
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
         batch_statistics as batch_statistics,
@@ -54,6 +48,12 @@ if TYPE_CHECKING:
         statistics as statistics,
     )
     from .metrics.observed import observed_statistics as observed_statistics
+    from .queries.data_sources import register_data_sources as register_data_sources
+    from .queries.latency import (
+        ProfileRefused as ProfileRefused,
+        low_latency as low_latency,
+        warm_up as warm_up,
+    )
     from .session import session as session
     from .spark_types import spark_type as spark_type
     from .stages.operator_settings import OperatorSettings as OperatorSettings
@@ -77,10 +77,10 @@ _LAZY = {
     "OperatorSettings": ".stages.operator_settings",
     "spark_type": ".spark_types",
     "session": ".session",
-    "register_data_sources": ".data_sources",
-    "low_latency": ".latency",
-    "warm_up": ".latency",
-    "ProfileRefused": ".latency",
+    "register_data_sources": ".queries.data_sources",
+    "low_latency": ".queries.latency",
+    "warm_up": ".queries.latency",
+    "ProfileRefused": ".queries.latency",
     "StreamReadCounts": ".streams.stream_counts",
     "stream_statistics": ".streams.stream_counts",
 }

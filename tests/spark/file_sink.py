@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from enrich.spark.sink import spi
+from enrich.spark.sink import sink_spi as spi
 from enrich.spark.sink.joined import JoinableSink, run_stage
 
 log = logging.getLogger("tests.spark.file_sink")

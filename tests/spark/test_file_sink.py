@@ -12,7 +12,7 @@ import redis
 from pyspark.sql import SparkSession
 
 from enrich.spark import lookup_join, low_latency, register_data_sources
-from enrich.spark.sink import spi
+from enrich.spark.sink import sink_spi as spi
 from enrich.spark.sink.joined import FORMAT_INFIX, register_joined
 from enrich.spark.stages.pipeline import stage_of
 from enrich.testing import FakeSource

@@ -14,7 +14,8 @@ from enrich.spark import async_map, lookup_join
 from enrich.spark.sink.joined import FORMAT_INFIX, register_joined
 from enrich.spark.sink.redis.data_source import RedisSinkDataSource
 from enrich.spark.stages import pipeline
-from enrich.spark.stages.pipeline import ArrowStage, Chain, stage_of
+from enrich.spark.stages.arrow_stage import ArrowStage, Chain
+from enrich.spark.stages.pipeline import stage_of
 from enrich.spark.stages.staged_frame import StagedFrame
 from enrich.testing import FakeSource
 from tests.spark.functions import Double

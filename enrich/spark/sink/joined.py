@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from ..stages.pipeline import ArrowFunction, ArrowStage
+from ..stages.arrow_stage import ArrowFunction, ArrowStage
 
 FORMAT_INFIX = "-joined-"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .pipeline import ArrowStage
+from .arrow_stage import ArrowStage
 
 try:
     from pyspark.sql.classic.dataframe import DataFrame as _Classic

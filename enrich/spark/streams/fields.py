@@ -45,11 +45,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..sink.spi import STREAM_ID, STREAM_KEY
-
-DEFAULT_SCHEMA = f"{STREAM_ID} string, fields map<string,string>"
-# The entry id and the stream's key: the source record a keyed sink writes once by.
-ID_COLUMN, KEY_COLUMN = STREAM_ID, STREAM_KEY
+DEFAULT_SCHEMA = "stream_id string, fields map<string,string>"
+# The entry id and the stream's key: each row's source record, which a sink keyed by it
+# writes once (the sink SPI names the same columns, enrich.spark.sink.sink_spi; the source
+# and the sinks import nothing of each other, and a test holds the two names equal).
+ID_COLUMN = "stream_id"
+KEY_COLUMN = "stream_key"  # the stream an entry was read from
 CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default
 SHOWN = 64  # characters of a bad value shown in an error or a log line
 

@@ -13,7 +13,7 @@ removes them). Nothing of this project is on that path: a ``lookup_join`` or
 first time were never committed.
 
 What breaks it: a batch id reused for other rows. Async progress tracking re-plans the
-batches after the last offsets it logged (:mod:`~enrich.spark.latency`), so a
+batches after the last offsets it logged (:mod:`~enrich.spark.queries.latency`), so a
 replayed id may carry other records: Delta would skip rows it never wrote, or write
 rows twice. Spark refuses async progress tracking on Delta's sink, and so does
 :func:`enrich.spark.low_latency` (``sink="delta"``), naming why.

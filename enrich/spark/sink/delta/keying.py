@@ -3,7 +3,7 @@ apply.
 
 Delta's streaming sink commits each micro-batch once by its batch id (a ``txn`` action
 keyed by the query's id and the batch id), inside the JVM: it is keyed by batch id, never
-by the source record (:mod:`enrich.spark.sink.spi`), so a replay must carry the same
+by the source record (:mod:`enrich.spark.sink.sink_spi`), so a replay must carry the same
 rows under the same id. Spark's default progress tracking guarantees that; async progress
 tracking (the low-latency profile) re-cuts the batches after a failure, which Delta's
 keying cannot survive: :data:`DELTA_REFUSED` is the refusal, naming why.

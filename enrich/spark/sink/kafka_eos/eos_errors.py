@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from enrich import EnrichError
 
-from .. import spi
+from .. import sink_spi as spi
 
 
 class KafkaSinkRefused(EnrichError, ValueError):

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spi import SourceFields, source_fields
+from ..sink_spi import SourceFields, source_fields
 from .eos_errors import KafkaSinkRefused, MissingOption
 
 PREFIX = "kafka."
@@ -108,7 +108,7 @@ class KafkaSinkSettings:
         value_column, key_column: the columns written (``key_column`` may be absent
             from the rows unless ``key_required``).
         source: the source columns named by option, or None (found from the schema:
-            :func:`enrich.spark.sink.spi.resolve`).
+            :func:`enrich.spark.sink.sink_spi.resolve`).
         marks_topic, marks_partitions: where the source marks go.
         id_prefix: the start of the transactional ids.
         retries: transaction retries after a fence or an abortable error.

@@ -2,7 +2,7 @@
 ids and the marks' records in the marks topic (pure functions: no client, no Spark task).
 
 Source partitions, marks and what a replay skips are the sink SPI's
-(:mod:`enrich.spark.sink.spi`), re-exported here for the sink's modules: a Kafka
+(:mod:`enrich.spark.sink.sink_spi`), re-exported here for the sink's modules: a Kafka
 transaction holds one source partition's rows above its mark, and the mark's new value.
 """
 
@@ -13,7 +13,7 @@ import json
 import zlib
 from typing import Any
 
-from ..spi import (
+from ..sink_spi import (
     KAFKA_ID as KAFKA_ID,
     ONE_STREAM as ONE_STREAM,
     IdKind as IdKind,
@@ -34,7 +34,7 @@ MAX_ID_LENGTH = 200  # transactional ids past this keep a hash of the source's n
 
 def resolve(settings: KafkaSinkSettings, fields: dict[str, str]) -> SourceColumns:
     """The source columns, from the options or found in the rows' ``fields`` (name ->
-    Spark simple type name): :func:`enrich.spark.sink.spi.resolve`.
+    Spark simple type name): :func:`enrich.spark.sink.sink_spi.resolve`.
 
     Raises:
         SourceNotKeyed: no source columns, or of the wrong type.
@@ -44,7 +44,7 @@ def resolve(settings: KafkaSinkSettings, fields: dict[str, str]) -> SourceColumn
 
 def split(batch: Any, columns: SourceColumns) -> dict[str, Any]:
     """The rows of ``batch`` per source partition, in their order
-    (:func:`enrich.spark.sink.spi.split`).
+    (:func:`enrich.spark.sink.sink_spi.split`).
 
     Raises:
         SourceNotKeyed: a row has no source record (a null column, a bad id).

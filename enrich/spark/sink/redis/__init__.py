@@ -10,7 +10,7 @@ idempotent or transactional.
 - :mod:`.two_phase`: staging, the commit marker, the source marks and the script that
   publishes a batch.
 - :mod:`.by_source`: the Redis side of exactly once keyed by the source record
-  (``sourceIdColumn``; the contract: :mod:`enrich.spark.sink.spi`).
+  (``sourceIdColumn``; the contract: :mod:`enrich.spark.sink.sink_spi`).
 
 The sink is a :class:`~enrich.spark.sink.joined.JoinableSink`: it may run a query's
 Python stage (a join, a map) in its own write.

@@ -42,8 +42,8 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from .. import spi
-from ..spi import ASYNC_OPTION, ID_OPTION, SourceFields
+from .. import sink_spi as spi
+from ..sink_spi import ASYNC_OPTION, ID_OPTION, SourceFields
 
 log = logging.getLogger("enrich.spark.sinks")
 
@@ -52,7 +52,7 @@ FROM_OPTION = "publishFrom"
 
 def source_fields(options: Mapping[str, str]) -> SourceFields | None:
     """The columns named by ``sourceIdColumn`` / ``sourceStreamColumn``, or None
-    (:func:`enrich.spark.sink.spi.source_fields`; a ``ValueError`` names a bad one)."""
+    (:func:`enrich.spark.sink.sink_spi.source_fields`; a ``ValueError`` names a bad one)."""
     return spi.source_fields(options, error=ValueError)
 
 
@@ -160,7 +160,7 @@ def _choice(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> 
 
 def check_writer(source: SourceFields | None, schema: StructType, *, streaming: bool) -> None:
     """On the driver, before any task: a streaming write, and the named columns exist
-    and hold text or whole numbers (:func:`enrich.spark.sink.spi.resolve`)."""
+    and hold text or whole numbers (:func:`enrich.spark.sink.sink_spi.resolve`)."""
     if source is None:
         return
     if not streaming:
@@ -174,7 +174,7 @@ def check_writer(source: SourceFields | None, schema: StructType, *, streaming: 
 
 def checked(items: Iterator[Any], source: SourceFields, schema: StructType) -> Iterator[Any]:
     """``items`` (Arrow batches or rows) as they are, after checking each row's source
-    record (:func:`enrich.spark.sink.spi.checked`): a row without fails the task before
+    record (:func:`enrich.spark.sink.sink_spi.checked`): a row without fails the task before
     it stages anything of that batch, naming the column and row."""
     columns = spi.resolve(source, _fields(schema), sink="redis", error=ValueError)
     names = [f.name for f in schema.fields]

@@ -83,7 +83,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ... import redis_options
-from ...stages.pipeline import ArrowFunction
+from ...stages.arrow_stage import ArrowFunction
 from .. import hooks
 from ..joined import JoinableSink, run_stage
 from . import by_source, two_phase

@@ -13,7 +13,7 @@ a Redis Cluster in transactional mode when the query starts.
 
 from __future__ import annotations
 
-from ...spi import SourceFields as SourceFields
+from ...sink_spi import SourceFields as SourceFields
 from .errors import (
     CommitTooLarge as CommitTooLarge,
     PlanExpired as PlanExpired,

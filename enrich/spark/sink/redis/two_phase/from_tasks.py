@@ -49,7 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ...spi import SourceFields
+from ...sink_spi import SourceFields
 from .errors import SourceIdMissing, SourceOrderBroken
 from .publish import _operation, _text
 from .script import SOURCE_HELPERS

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...spi import SourceFields
+from ...sink_spi import SourceFields
 from .errors import PlanExpired, PublishConflict, Published, SourceIdMissing, StagingMismatch
 from .script import ABORT_SCRIPT, CLOSE_SCRIPT, STEP_SCRIPT
 from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix, started_key

@@ -50,11 +50,11 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from .sink.delta.keying import DELTA_REFUSED
-from .sink.joined import JoinableSink, register_joined
-from .sink.redis.by_source import FROM_OPTION
-from .sink.redis.two_phase.layout import STREAMS_OPTION
-from .sink.spi import (
+from ..sink.delta.keying import DELTA_REFUSED
+from ..sink.joined import JoinableSink, register_joined
+from ..sink.redis.by_source import FROM_OPTION
+from ..sink.redis.two_phase.layout import STREAMS_OPTION
+from ..sink.sink_spi import (
     ASYNC_OPTION,
     ID_OPTION,
     KAFKA_ID,
@@ -63,7 +63,7 @@ from .sink.spi import (
     STREAM_KEY as KEY_COLUMN,
     STREAM_OPTION,
 )
-from .stages.pipeline import stage_of
+from ..stages.pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
 KAFKA_FORMAT = "kafka"
@@ -134,7 +134,7 @@ def low_latency(
             message says which).
     """
     if sink == "kafka-eos":
-        from .sink.kafka_eos.query import kafka_eos_writer
+        from ..sink.kafka_eos.query import kafka_eos_writer
 
         writer = kafka_eos_writer(df, low_latency=True)  # refuses what it cannot keep
         if warm:
@@ -179,7 +179,7 @@ def low_latency(
     if isinstance(sink, type):
         target = sink
     else:
-        from .sink.redis.data_source import RedisSinkDataSource as target
+        from ..sink.redis.data_source import RedisSinkDataSource as target
     stage = stage_of(df) if join_in_sink else None
     if stage is None:
         if own:
