@@ -10,7 +10,8 @@ would refuse at start or what would break exactly once:
 - ``txnAppId``/``txnVersion`` are Delta's keys for batch writes; a streaming sink keys
   its batches itself, so they are refused there. A job with a ``dead_letter`` writes
   each micro-batch with Delta's batch writer (``foreachBatch``), and ``jobs._streams``
-  sets them itself (:func:`transaction_id`), so a replayed batch is skipped there too;
+  sets them itself (:func:`enrich.spark.sink.delta.keying.transaction_id`), so a
+  replayed batch is skipped there too;
 - ``latency: low`` is refused by the config (async progress tracking re-cuts batches).
 
 :func:`delta_checks` is ``enrich check``'s line per Delta sink: Delta's jars fetched and
@@ -19,7 +20,6 @@ built for the running pyspark's line, and where the table stands.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,18 +76,6 @@ def validate(
             "its streaming sink keys each micro-batch by the query's id and the batch id "
             "itself (exactly once without them)"
         )
-
-
-def transaction_id(checkpoint: str | None, where: str) -> str | None:
-    """The ``txnAppId`` of a Delta sink written by a batch writer per micro-batch (the
-    dead-letter split): stable across restarts from one checkpoint (a hash of its path
-    and the sink's place), so that a batch Spark runs again after a failure, with the
-    same batch id, is skipped by Delta. None without a checkpoint (a new query each run:
-    nothing is replayed)."""
-    if not checkpoint:
-        return None
-    digest = hashlib.sha256(f"{checkpoint}\0{where}".encode()).hexdigest()[:24]
-    return f"enrich-{where}-{digest}"
 
 
 def delta_checks(config: Any) -> list[tuple[str, bool, str]]:
