@@ -66,6 +66,7 @@ class FileSink(JoinableSink):
 class Appended(WriterCommitMessage):
     rows: int
     skipped: int
+    partitions: list[str]
 
 
 class FileWriter(DataSourceStreamArrowWriter):
@@ -74,8 +75,10 @@ class FileWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Appended:
         written = skipped = 0
+        seen: set[str] = set()
         for batch in run_stage(self.stage, iterator):
             for partition, rows in spi.split(batch, self.columns, sink=NAME).items():
+                seen.add(partition)
                 with _locked(self.target, partition) as handle:
                     mark = _mark(handle)
                     new, top = spi.unwritten(rows, self.columns, mark)
@@ -83,10 +86,18 @@ class FileWriter(DataSourceStreamArrowWriter):
                     if top is not None:
                         _append(handle, new, top)
                         written += new.num_rows
-        return Appended(written, skipped)
+        return Appended(written, skipped, sorted(seen))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         done = [m for m in messages if isinstance(m, Appended)]
+        held = [p for m in done for p in m.partitions]
+        split = sorted({p for p in held if held.count(p) > 1})
+        if split:  # the contract's one partition, one task: a task's rows were skipped
+            raise spi.SourceNotKeyed(
+                f"append-file sink: batch {batchId}: source partition(s) {split} were "
+                "written by several tasks (read each in one task: redis-stream's "
+                "partitionsPerStream=1, no shuffle before the sink)"
+            )
         log.info(
             "append-file sink %s: batch %s: %d rows appended, %d skipped as written",
             self.target,

@@ -32,7 +32,8 @@ def spark_sources(spark: SparkSession) -> SparkSession:
 
 def orders(spark: SparkSession, url: str) -> Any:
     reader = spark.readStream.format("redis-stream").option("url", url).option("stream", "orders")
-    return reader.schema(SCHEMA).load()
+    # One task per source partition (the SPI's rule; the default splits a stream in two).
+    return reader.option("partitionsPerStream", "1").schema(SCHEMA).load()
 
 
 def enriched(spark: SparkSession, url: str) -> Any:
