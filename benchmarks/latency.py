@@ -63,8 +63,8 @@ def commit_cost(url: str) -> str:
     """The real commit of ``COMMIT_ROWS`` staged stream entries (steps of 1,000 rows),
     keyed by batch id and by the source record, alternately, best of 3: Redis time a
     row (the scripts run alone on the server)."""
-    from enrich.spark.sink import two_phase
-    from enrich.spark.sink.codec import pack
+    from enrich.spark.sink.redis import two_phase
+    from enrich.spark.sink.redis.codec import pack
 
     client = redis.Redis.from_url(url)
     ops = [

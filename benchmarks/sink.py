@@ -118,8 +118,8 @@ def one_process(url: str) -> str:
     """The idempotent writer alone: a MULTI per chunk against none (see the docstring)."""
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    from enrich.spark.sink import direct
-    from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
+    from enrich.spark.sink.redis import direct
+    from enrich.spark.sink.redis.row_writes import RowEncoder, SinkSettings
 
     schema = StructType([StructField(n, t) for n, t in (
         ("order_id", LongType()), ("user_id", LongType()), ("amount", DoubleType()),

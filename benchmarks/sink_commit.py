@@ -4,7 +4,7 @@ A Lua script runs alone on the server: its duration is everyone's pause. The com
 publishes a batch in steps of at most ``maxRowsPerCommit`` rows (1,000 by default), one
 script each; ``atomicCommit=true`` publishes it in one script. This stages ``N`` rows (4
 columns, encoded by the sink's own codec) in one staging list, as the executors do, runs
-the real commit (:func:`enrich.spark.sink.two_phase.commit`) both ways, and reads the longest
+the real commit (:func:`enrich.spark.sink.redis.two_phase.commit`) both ways, and reads the longest
 command from ``SLOWLOG`` (threshold 0: every command logged), for a stream target and a
 hash target. Sizes: ``ENRICH_BENCH_COMMIT="10000,100000,1000000"`` (the default).
 
@@ -29,9 +29,9 @@ import redis
 
 from connectors.redis import RedisLookup
 from enrich.demo.local import local_redis
-from enrich.spark.sink import two_phase as redis_commit
-from enrich.spark.sink.codec import pack
-from enrich.spark.sink.row_writes import STEP_ROWS
+from enrich.spark.sink.redis import two_phase as redis_commit
+from enrich.spark.sink.redis.codec import pack
+from enrich.spark.sink.redis.row_writes import STEP_ROWS
 
 from ._report import table, write
 from ._streams import ORDER_SCHEMA, STREAM, fill_stream

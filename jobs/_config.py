@@ -284,16 +284,16 @@ def _latency(value: Any) -> str:
     return str(value)
 
 
-# The sources latency: low takes, and the columns a select must keep for the sink's key.
-KEYED_SOURCES = {"redis-stream": ("stream_id",), "kafka": ("topic", "partition", "offset")}
-
-
 def _check_latency(config: JobConfig) -> None:
     """``latency: low`` only where it keeps exactly once (see enrich.spark.low_latency):
     a streaming redis-stream or kafka source straight into the redis sink, a processing-time
     trigger (async progress tracking refuses the others)."""
     if config.latency != "low":
         return
+    # The sources latency: low takes, and the columns a select must keep for the sink's
+    # key (here: enrich.spark needs pyspark, which a config check alone does not).
+    from enrich.spark.sink.sink_spi import KEYED_SOURCES
+
     source, sink = config.source, config.sink
     why = None
     if sink is not None and sink.format == "kafka-eos":

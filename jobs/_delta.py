@@ -1,7 +1,7 @@
 """A job's Delta sink (Delta Lake's own ``delta`` format), checked before Spark starts.
 
 Delta's streaming sink is exactly once by its commit protocol (each micro-batch one
-table version, keyed by the query's id and the batch id: see :mod:`enrich.spark.stages.delta_sink`).
+table version, keyed by the query's id and the batch id: see :mod:`enrich.spark.sink.delta.jars`).
 The checks keep Spark's and Delta's names and refuse, one line each, what the query
 would refuse at start or what would break exactly once:
 
@@ -10,7 +10,8 @@ would refuse at start or what would break exactly once:
 - ``txnAppId``/``txnVersion`` are Delta's keys for batch writes; a streaming sink keys
   its batches itself, so they are refused there. A job with a ``dead_letter`` writes
   each micro-batch with Delta's batch writer (``foreachBatch``), and ``jobs._streams``
-  sets them itself (:func:`transaction_id`), so a replayed batch is skipped there too;
+  sets them itself (:func:`enrich.spark.sink.delta.keying.transaction_id`), so a
+  replayed batch is skipped there too;
 - ``latency: low`` is refused by the config (async progress tracking re-cuts batches).
 
 :func:`delta_checks` is ``enrich check``'s line per Delta sink: Delta's jars fetched and
@@ -19,7 +20,6 @@ built for the running pyspark's line, and where the table stands.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,18 +78,6 @@ def validate(
         )
 
 
-def transaction_id(checkpoint: str | None, where: str) -> str | None:
-    """The ``txnAppId`` of a Delta sink written by a batch writer per micro-batch (the
-    dead-letter split): stable across restarts from one checkpoint (a hash of its path
-    and the sink's place), so that a batch Spark runs again after a failure, with the
-    same batch id, is skipped by Delta. None without a checkpoint (a new query each run:
-    nothing is replayed)."""
-    if not checkpoint:
-        return None
-    digest = hashlib.sha256(f"{checkpoint}\0{where}".encode()).hexdigest()[:24]
-    return f"enrich-{where}-{digest}"
-
-
 def delta_checks(config: Any) -> list[tuple[str, bool, str]]:
     """One ``(endpoint, ok, detail)`` per Delta sink of ``config`` (``enrich check``
     prints each as a line): ok when Delta's jars are fetched and built for the running
@@ -102,7 +90,7 @@ def delta_checks(config: Any) -> list[tuple[str, bool, str]]:
         if spec is None or spec.format != FORMAT:
             continue
         try:
-            from enrich.spark.stages.delta_sink import (
+            from enrich.spark.sink.delta.jars import (
                 DeltaUnavailable,
                 check_spark_line,
                 delta_jars,

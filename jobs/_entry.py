@@ -94,7 +94,7 @@ def _connectors(config: _config.JobConfig) -> dict[str, Any]:
     conf = _kafka_connector(config)
     endpoints = (config.sink, config.dead_letter)
     if any(e is not None and e.format == "delta" for e in endpoints):
-        from enrich.spark.stages.delta_sink import DeltaUnavailable, delta_conf, jars_dir
+        from enrich.spark.sink.delta.jars import DeltaUnavailable, delta_conf, jars_dir
 
         try:
             delta = delta_conf()

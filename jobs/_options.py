@@ -125,7 +125,7 @@ def _validate(fmt: str, options: Mapping[str, str], role: str, where: str) -> No
 
             StreamSettings.of(options)
         elif (role, fmt) == ("sink", "redis"):
-            from enrich.spark.sink.row_writes import SinkSettings
+            from enrich.spark.sink.redis.row_writes import SinkSettings
 
             SinkSettings.of(options)
     except ValueError as exc:

@@ -152,10 +152,12 @@ def write_all(df: Any, config: JobConfig) -> None:
 def _splitter(sink: Endpoint, dead_letter: Endpoint, checkpoint: str | None = None) -> Any:
     from pyspark.sql.functions import col
 
+    from enrich.spark.sink.delta.keying import transaction_id
+
     # A Delta sink or dead letter is written once per batch id: Delta skips a batch
     # whose id it committed under this transaction id (a replay after a failure).
-    sink_txn = _delta.transaction_id(checkpoint, "sink")
-    dead_txn = _delta.transaction_id(checkpoint, DEAD_LETTER)
+    sink_txn = transaction_id(checkpoint, "sink")
+    dead_txn = transaction_id(checkpoint, DEAD_LETTER)
 
     def split(batch: Any, batch_id: int | None) -> None:
         # Cached so that the two filters below read one computation: lookups run once.

@@ -42,7 +42,7 @@ _WRAPPED: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("RedisStreamReader", ("initialOffset", "latestOffset", "partitions", "read", "commit")),
         ("RedisStreamDataSource", ("schema", "streamReader")),
     ),
-    "enrich.spark.sink.data_source": (
+    "enrich.spark.sink.redis.data_source": (
         ("RedisStreamWriter", ("write", "commit")),
         ("RedisSinkDataSource", ("streamWriter",)),
     ),

@@ -40,7 +40,6 @@ from .._lazy import loader as _loader
 
 if TYPE_CHECKING:
     from .async_maps.map_frame import async_map as async_map
-    from .data_sources import register_data_sources as register_data_sources
     from .join.join_frame import lookup_join as lookup_join, route_by_key as route_by_key
     from .metrics.accumulator import (
         EnrichMetricsListener as EnrichMetricsListener,
@@ -50,13 +49,14 @@ if TYPE_CHECKING:
     )
     from .metrics.observed import observed_statistics as observed_statistics
     from .metrics.serve import MetricsServer as MetricsServer, serve_metrics as serve_metrics
-    from .session import session as session
-    from .spark_types import spark_type as spark_type
-    from .stages.latency import (
+    from .queries.data_sources import register_data_sources as register_data_sources
+    from .queries.latency import (
         ProfileRefused as ProfileRefused,
         low_latency as low_latency,
         warm_up as warm_up,
     )
+    from .session import session as session
+    from .spark_types import spark_type as spark_type
     from .stages.operator_settings import OperatorSettings as OperatorSettings
     from .streams.stream_counts import (
         StreamReadCounts as StreamReadCounts,
@@ -80,10 +80,10 @@ _LAZY = {
     "OperatorSettings": ".stages.operator_settings",
     "spark_type": ".spark_types",
     "session": ".session",
-    "register_data_sources": ".data_sources",
-    "low_latency": ".stages.latency",
-    "warm_up": ".stages.latency",
-    "ProfileRefused": ".stages.latency",
+    "register_data_sources": ".queries.data_sources",
+    "low_latency": ".queries.latency",
+    "warm_up": ".queries.latency",
+    "ProfileRefused": ".queries.latency",
     "StreamReadCounts": ".streams.stream_counts",
     "stream_statistics": ".streams.stream_counts",
 }

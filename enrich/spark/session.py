@@ -57,7 +57,7 @@ PRELOAD: tuple[str, ...] = (
     "enrich.spark.join.join_batches",
     "enrich.spark.async_maps.map_batches",
     "enrich.spark.streams.read",
-    "enrich.spark.sink.data_source",
+    "enrich.spark.sink.redis.data_source",
     "connectors.redis",
     "connectors.http",
 )

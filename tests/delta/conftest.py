@@ -52,7 +52,7 @@ def delta_conf() -> dict[str, str]:
             "their own: ./scripts/dev test-delta"
         )
     from enrich.demo.kafka_broker import BrokerUnavailable, connector_jars
-    from enrich.spark.stages.delta_sink import DeltaUnavailable, delta_conf as conf_of
+    from enrich.spark.sink.delta.jars import DeltaUnavailable, delta_conf as conf_of
 
     try:
         import delta  # noqa: F401 (the Python package pins the Spark line)

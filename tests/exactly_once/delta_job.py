@@ -15,7 +15,7 @@ import sys
 from connectors.redis import RedisLookup
 from enrich.demo.kafka_broker import connector_jars
 from enrich.spark import lookup_join, session
-from enrich.spark.stages.delta_sink import delta_conf
+from enrich.spark.sink.delta.jars import delta_conf
 from tests.exactly_once.kafka_job import read_orders
 
 

@@ -29,8 +29,8 @@ import redis
 from connectors.redis import RedisLookup
 from enrich import ExponentialBackoffRetry
 from enrich.spark import lookup_join, low_latency, register_data_sources, session
-from enrich.spark.sink.row_writes import SinkSettings
-from enrich.spark.sink.two_phase import ONE_SOURCE, published_marks
+from enrich.spark.sink.redis.row_writes import SinkSettings
+from enrich.spark.sink.redis.two_phase import ONE_SOURCE, published_marks
 from enrich.spark.streams.loss import parse_id
 
 SCHEMA = "stream_id string, order_id long, user_id long, amount double"

@@ -221,7 +221,10 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
     )
     assert source == set(_options.KNOWN_OPTIONS[("source", "redis-stream")])
     # checkpointLocation: Spark's own, read as well
-    sink = names("sink/row_writes.py", "sink/by_source.py", "sink/two_phase/layout.py") | {
-        "checkpointLocation"
-    }
+    sink = names(
+        "sink/sink_spi.py",
+        "sink/redis/row_writes.py",
+        "sink/redis/by_source.py",
+        "sink/redis/two_phase/layout.py",
+    ) | {"checkpointLocation"}
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])

@@ -82,10 +82,12 @@ def test_a_dead_letter_split_may_name_delta_and_keys_its_writes_per_checkpoint(
     config["joins"][0]["on_error"] = "dead_letter"
     loaded = load(tmp_path, config)
     assert loaded.dead_letter is not None and loaded.dead_letter.format == "delta"
-    sink, dead = _delta.transaction_id("/chk", "sink"), _delta.transaction_id("/chk", "dead_letter")
-    assert sink == _delta.transaction_id("/chk", "sink")  # the same after a restart
-    assert sink != dead and sink != _delta.transaction_id("/other", "sink")
-    assert _delta.transaction_id(None, "sink") is None
+    from enrich.spark.sink.delta.keying import transaction_id
+
+    sink, dead = transaction_id("/chk", "sink"), transaction_id("/chk", "dead_letter")
+    assert sink == transaction_id("/chk", "sink")  # the same after a restart
+    assert sink != dead and sink != transaction_id("/other", "sink")
+    assert transaction_id(None, "sink") is None
 
 
 def test_latency_low_and_the_profile_refuse_delta_with_the_reason(tmp_path: Path) -> None:

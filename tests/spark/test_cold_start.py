@@ -34,7 +34,7 @@ def _modules_after(code: str) -> set[str]:
     return set(done.stdout.split())
 
 
-SOURCE, SINK = "enrich.spark.streams.stream_source", "enrich.spark.sink.data_source"
+SOURCE, SINK = "enrich.spark.streams.stream_source", "enrich.spark.sink.redis.data_source"
 
 
 @pytest.mark.parametrize(

@@ -167,7 +167,7 @@ class Reader(threading.Thread):
 
 def staged_order_ids(client: redis.Redis) -> set[int]:
     """The order ids in staging lists (not yet committed)."""
-    from enrich.spark.sink.codec import unpack
+    from enrich.spark.sink.redis.codec import unpack
 
     ids: set[int] = set()
     for key in client.keys("enrich:sink:*:staging:*"):

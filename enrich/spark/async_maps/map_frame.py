@@ -23,8 +23,8 @@ from ..stages.operator_settings import ASYNC_MAP, Face, OperatorSettings
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from ..stages.arrow_stage import ArrowFunction
     from ..stages.operator_settings import MapKnobs
-    from ..stages.pipeline import ArrowFunction
     from .map_batches import MapPlan
 
 

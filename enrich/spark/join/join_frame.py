@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from ...lookup.cache.full import FullCache
     from ...lookup.cache.lookup_cache import LookupCache
     from ...lookup.contract.lookup_source import LookupSource
+    from ..stages.arrow_stage import ArrowFunction
     from ..stages.operator_settings import JoinKnobs
-    from ..stages.pipeline import ArrowFunction
     from .join_batches import JoinPlan
 
 

@@ -1,18 +1,18 @@
-"""The ``redis`` sink: stream entries, hashes or JSON values, idempotent or transactional.
+"""The sinks: each a peer in its own room, written on one SPI.
 
-- :mod:`.data_source`: the data source and its batch and stream writers.
-- :mod:`.row_writes`: the options (one frozen value) and how a row becomes a Redis operation.
-- :mod:`.columns`: the same, a column at a time, where the types allow it.
-- :mod:`.frames`, :mod:`.direct`: the idempotent writes: each row's commands in RESP, a
-  column at a time, sent in chunks of rows, a ``MULTI`` each.
-- :mod:`.codec`: one codec for every Spark type (what ``RedisLookup`` reads back).
-- :mod:`.two_phase`: staging, the commit marker, the source marks and the script that
-  publishes a batch.
-- :mod:`.by_source`: exactly once keyed by the source record (``sourceIdColumn``).
-- :mod:`.stage_sink`: the sink running a query's Python stage (a join, a map) in its
-  own write (:class:`~enrich.spark.sink.stage_sink.StageRedisSink`).
-- :mod:`.hooks`: pause points for the crash harness.
+- :mod:`.spi`: the sink SPI, exactly once keyed by the source record (the source
+  record's columns, the options ``sourceIdColumn`` / ``sourceStreamColumn``, marks, what a
+  replay skips), defined once for every sink that offers it.
+- :mod:`.joined`: a query's Python stages (a join, a map) run inside a sink's own write,
+  offered to any sink written on the SPI.
+- :mod:`.redis`: the ``redis`` sink (stream entries, hashes, JSON; idempotent or
+  transactional, keyed by batch id or by the source record).
+- :mod:`.kafka_eos`: the ``kafka-eos`` sink (Kafka exactly once, keyed by the source
+  record).
+- :mod:`.delta`: Delta Lake (Spark's own ``delta`` sink, keyed by batch id): its jars and
+  session settings.
+- :mod:`.hooks`: pause points for the crash harness, shared by the sinks.
 
-Nothing here imports the source (:mod:`enrich.spark.streams`); both share
-:mod:`enrich.spark.redis_options`.
+A new sink: docs/writing-a-sink.md. Nothing here imports the source
+(:mod:`enrich.spark.streams`) nor the stages above (:mod:`enrich.spark.stages`).
 """

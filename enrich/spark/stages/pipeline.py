@@ -1,96 +1,47 @@
 """The Python stages of a query, named: what ``lookup_join`` and ``async_map`` add, and
-what the ``redis`` sink may run in its own write.
+what a sink may run in its own write.
 
 ``lookup_join`` and ``async_map`` each add one Python stage to a query: ``mapInArrow``
 running a function over each task's Arrow batches. An :class:`ArrowStage` names such a
 stage: its input DataFrame, the function, the schema it yields and the join's (or the
 map's) name. Both add their stage through :func:`add_operator_stage` (their metrics'
 accumulator, or observed metrics), which calls :func:`add_arrow_stage`: ``mapInArrow``,
-and the stage recorded in this module's registry under the DataFrame it returns;
-:func:`stage_of` reads it back, the stages a DataFrame ends with composed into one (a
-chain of joins and maps runs as one function).
+and the DataFrame it returns a :class:`~enrich.spark.stages.staged_frame.StagedFrame`
+naming its stage. :func:`stage_of` reads it back, the stages a DataFrame ends with
+composed into one (a chain of joins and maps runs as one function).
 
-The registry, :data:`STAGES`, is the one place the hand-over lives: a
-``WeakKeyDictionary`` from output DataFrames to their stages (a DataFrame hashes by
-identity and is forgotten with its last reference). Nothing is set on a DataFrame, and a
-DataFrame derived from a stage's output (``select``, ``drop``, any step) is another
-object, with no stage.
+The hand-over is that returned value, nothing else: no registry, nothing set on a
+DataFrame Spark made, and a DataFrame derived from a stage's output (``select``,
+``drop``, any step) is Spark's own, with no stage.
 
 Its reader is :func:`enrich.spark.low_latency`: given a stage's output, it writes the
-stage's input to a :class:`~enrich.spark.sink.stage_sink.StageRedisSink` that runs
-the stage's function in each task before encoding the rows, so the rows go from the
-source's worker to the sink's once (one Python stage fewer; docs/latency.md).
+stage's input to a sink that runs the stage's function in each task before writing the
+rows (:mod:`enrich.spark.sink.joined`), so the rows go from the source's worker to the
+sink's once (one Python stage fewer; docs/latency.md).
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+from .arrow_stage import ArrowFunction, ArrowStage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructField, StructType
 
-# What mapInArrow runs on each task's batches: ``partial(enrich_batches, plan)`` for a
-# join (enrich.spark.join.join_batches), ``partial(map_batches, plan)`` for a map
-# (enrich.spark.async_maps.map_batches), or a :class:`Chain` of them.
-ArrowFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
-
-@dataclass(frozen=True)
-class ArrowStage:
-    """One Python stage over Arrow batches, or several in a row composed into one.
-
-    Attributes:
-        input: the DataFrame the stage reads (the first one's, for a chain).
-        function: what ``mapInArrow`` runs on each task's Arrow batches; picklable
-            (Spark ships it to the workers, or the sink does: it holds the lookups).
-        schema: the schema the function yields (the last stage's, for a chain).
-        name: the join's or the map's name (``"a+b"`` for a chain, in order).
-    """
-
-    input: Any  # a pyspark DataFrame (typed Any: this module runs on workers too)
-    function: ArrowFunction
-    schema: StructType
-    name: str
-
-    def then(self, later: ArrowStage) -> ArrowStage:
-        """This stage followed by ``later`` (which reads this one's output), as one."""
-        return ArrowStage(
-            input=self.input,
-            function=Chain(self.function, later.function),
-            schema=later.schema,
-            name=f"{self.name}+{later.name}",
-        )
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Two Arrow functions in a row: ``then(first(batches))``. Picklable."""
-
-    first: ArrowFunction
-    then: ArrowFunction
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return self.then(self.first(batches))
-
-
-# Output DataFrame -> the stage that made it. Written by add_arrow_stage only.
-STAGES: weakref.WeakKeyDictionary[Any, ArrowStage] = weakref.WeakKeyDictionary()
-
 
 def add_arrow_stage(
     df: DataFrame, function: ArrowFunction, schema: StructType, *, name: str
 ) -> DataFrame:
-    """``df.mapInArrow(function, schema)``, recorded in :data:`STAGES` as the stage
-    named ``name`` (the sink may run it instead: :func:`enrich.spark.low_latency`)."""
-    output = df.mapInArrow(function, schema)
-    STAGES[output] = ArrowStage(input=df, function=function, schema=schema, name=name)
-    return output
+    """``df.mapInArrow(function, schema)``, returned as a
+    :class:`~enrich.spark.stages.staged_frame.StagedFrame` naming its stage ``name`` (a
+    sink may run it instead: :func:`enrich.spark.low_latency`)."""
+    from .staged_frame import staged
+
+    stage = ArrowStage(input=df, function=function, schema=schema, name=name)
+    return staged(df.mapInArrow(function, schema), stage)  # type: ignore[no-any-return]
 
 
 def add_operator_stage(
@@ -108,8 +59,8 @@ def add_operator_stage(
     metrics (``observe``; None: on for a streaming ``df`` where no accumulator carries
     them, i.e. under Spark Connect) ride on the stage's rows through
     ``DataFrame.observe`` (:mod:`enrich.spark.metrics.observed`): such a stage is not
-    recorded, since its rows must pass through Spark's ``observe``. Any other is
-    recorded as a named stage (:func:`add_arrow_stage`), which the sink may run.
+    named, since its rows must pass through Spark's ``observe``. Any other is returned
+    naming its stage (:func:`add_arrow_stage`), which a sink may run.
     """
     from pyspark.sql.types import StructType
 
@@ -130,10 +81,9 @@ def add_operator_stage(
 def stage_of(df: Any) -> ArrowStage | None:
     """The stages ``df`` ends with, as one: its first input, their functions applied in
     turn, the last one's schema. None when ``df`` is not a stage's output."""
-    try:
-        stage = STAGES.get(df)
-    except TypeError:  # not hashable: not a DataFrame a stage returned
-        return None
+    from .staged_frame import stage_named_by
+
+    stage = stage_named_by(df)
     if stage is None:
         return None
     earlier = stage_of(stage.input)

@@ -46,6 +46,9 @@ from pyspark.sql.types import (
 )
 
 DEFAULT_SCHEMA = "stream_id string, fields map<string,string>"
+# The entry id and the stream's key: each row's source record, which a sink keyed by it
+# writes once (the sink SPI names the same columns, enrich.spark.sink.sink_spi; the source
+# and the sinks import nothing of each other, and a test holds the two names equal).
 ID_COLUMN = "stream_id"
 KEY_COLUMN = "stream_key"  # the stream an entry was read from
 CORRUPT_COLUMN = "_corrupt_record"  # Spark's spark.sql.columnNameOfCorruptRecord default

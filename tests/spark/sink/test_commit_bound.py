@@ -14,9 +14,9 @@ import redis
 from pyspark.sql import SparkSession
 
 from enrich.spark import register_data_sources
-from enrich.spark.sink.data_source import RedisStreamWriter
-from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
-from enrich.spark.sink.two_phase import CommitTooLarge, committed_batch, index_key
+from enrich.spark.sink.redis.data_source import RedisStreamWriter
+from enrich.spark.sink.redis.row_writes import STEP_ROWS, SinkSettings
+from enrich.spark.sink.redis.two_phase import CommitTooLarge, committed_batch, index_key
 from enrich.spark.streams.loss import CUTS_KEY
 from enrich.spark.streams.stream_source import RedisStreamReader, StreamSettings
 from tests.spark.sink.test_sink_commit import SCHEMA, _stage

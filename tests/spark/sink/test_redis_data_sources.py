@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from connectors.redis import RedisLookup
 from enrich.spark import lookup_join, register_data_sources
-from enrich.spark.sink.row_writes import SinkSettings
-from enrich.spark.sink.two_phase import committed_batch, index_key
+from enrich.spark.sink.redis.row_writes import SinkSettings
+from enrich.spark.sink.redis.two_phase import committed_batch, index_key
 from tests.support.spark_version import requires_spark
 
 pytestmark = [
@@ -265,8 +265,8 @@ def test_a_replayed_batch_never_appends_to_a_killed_attempts_staging(
     import pyspark
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from enrich.spark.sink.data_source import RedisStreamWriter
-    from enrich.spark.sink.two_phase import staging_prefix
+    from enrich.spark.sink.redis.data_source import RedisStreamWriter
+    from enrich.spark.sink.redis.two_phase import staging_prefix
 
     url = redis_server.url
     options = {

@@ -14,9 +14,9 @@ import pytest
 import redis
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from enrich.spark.sink import two_phase
-from enrich.spark.sink.data_source import RedisStreamWriter, StagedPart
-from enrich.spark.sink.row_writes import SinkSettings
+from enrich.spark.sink.redis import two_phase
+from enrich.spark.sink.redis.data_source import RedisStreamWriter, StagedPart
+from enrich.spark.sink.redis.row_writes import SinkSettings
 from tests.spark.sink.test_sink_by_source import TARGETS, leftovers, published
 from tests.spark.sink.test_sink_commit import _Task
 

@@ -14,11 +14,11 @@ import pytest
 import redis
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from enrich.spark.sink import two_phase
-from enrich.spark.sink.by_source import check_writer
-from enrich.spark.sink.codec import pack
-from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
-from enrich.spark.sink.row_writes import SinkSettings
+from enrich.spark.sink.redis import two_phase
+from enrich.spark.sink.redis.by_source import check_writer
+from enrich.spark.sink.redis.codec import pack
+from enrich.spark.sink.redis.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
+from enrich.spark.sink.redis.row_writes import SinkSettings
 from tests.spark.sink.test_sink_commit import _Task
 
 pytestmark = [pytest.mark.timeout(120)]

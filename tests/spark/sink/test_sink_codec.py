@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 from pyspark.sql.types import DecimalType, DoubleType, StructField, StructType, TimestampType
 
 from enrich import Schema
-from enrich.spark.sink import codec as sink_codec
-from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
+from enrich.spark.sink.redis import codec as sink_codec
+from enrich.spark.sink.redis.row_writes import RowEncoder, SinkSettings
 
 from .sink_values import Kind, canon, types
 

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from enrich.spark.sink import columns as sink_columns
-from enrich.spark.sink.codec import pack, unpack
-from enrich.spark.sink.data_source import _rows
-from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
+from enrich.spark.sink.redis import columns as sink_columns
+from enrich.spark.sink.redis.codec import pack, unpack
+from enrich.spark.sink.redis.data_source import _rows
+from enrich.spark.sink.redis.row_writes import RowEncoder, SinkSettings
 
 from .sink_values import Kind, types
 

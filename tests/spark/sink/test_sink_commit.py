@@ -13,9 +13,9 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import register_data_sources
-from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
-from enrich.spark.sink.row_writes import SinkSettings
-from enrich.spark.sink.two_phase import StagingMismatch, committed_batch, index_key
+from enrich.spark.sink.redis.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
+from enrich.spark.sink.redis.row_writes import SinkSettings
+from enrich.spark.sink.redis.two_phase import StagingMismatch, committed_batch, index_key
 from tests.support.redis_fixtures import cluster_client, redis_cluster
 
 __all__ = ("cluster_client", "redis_cluster")  # fixtures this module uses

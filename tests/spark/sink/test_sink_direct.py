@@ -14,8 +14,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from enrich import Schema
-from enrich.spark.sink import direct
-from enrich.spark.sink.row_writes import RowEncoder, SinkSettings
+from enrich.spark.sink.redis import direct
+from enrich.spark.sink.redis.row_writes import RowEncoder, SinkSettings
 from enrich.spark.spark_types import spark_type
 from tests.support.redis_fixtures import tls_redis
 

@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import redis_options, register_data_sources
-from enrich.spark.sink.data_source import RedisStreamWriter
-from enrich.spark.sink.row_writes import SinkSettings
+from enrich.spark.sink.redis.data_source import RedisStreamWriter
+from enrich.spark.sink.redis.row_writes import SinkSettings
 
 pytestmark = [pytest.mark.timeout(300)]
 

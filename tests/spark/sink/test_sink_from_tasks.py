@@ -12,10 +12,11 @@ import pyspark
 import pytest
 import redis
 
-from enrich.spark.sink import data_source, hooks, two_phase
-from enrich.spark.sink.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
-from enrich.spark.sink.two_phase import from_tasks
-from enrich.spark.sink.two_phase.errors import SourceOrderBroken
+from enrich.spark.sink import hooks
+from enrich.spark.sink.redis import data_source, two_phase
+from enrich.spark.sink.redis.data_source import RedisSinkDataSource, RedisStreamWriter, StagedPart
+from enrich.spark.sink.redis.two_phase import from_tasks
+from enrich.spark.sink.redis.two_phase.errors import SourceOrderBroken
 from tests.spark.sink.test_sink_by_source import (
     ARROW,
     SCHEMA,

@@ -1,7 +1,7 @@
 """A change of a keyed sink's source streams under one checkpoint (one stream to
 several, several to one, a stream renamed): the marks carry over, so nothing already
 published goes out again and nothing new is skipped, or the query is refused at its
-start (enrich.spark.sink.two_phase.layout)."""
+start (enrich.spark.sink.redis.two_phase.layout)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import redis
 
-from enrich.spark.sink import two_phase
-from enrich.spark.sink.data_source import RedisSinkDataSource
-from enrich.spark.sink.two_phase.layout import SourceLayoutChanged
+from enrich.spark.sink.redis import two_phase
+from enrich.spark.sink.redis.data_source import RedisSinkDataSource
+from enrich.spark.sink.redis.two_phase.layout import SourceLayoutChanged
 from tests.spark.sink.test_sink_by_source import SCHEMA, entry_id, published, rows, run_batch
 
 pytestmark = [pytest.mark.timeout(120)]

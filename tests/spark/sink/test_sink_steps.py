@@ -16,11 +16,11 @@ import redis
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from enrich.spark import redis_options
-from enrich.spark.sink import two_phase
-from enrich.spark.sink.codec import pack
-from enrich.spark.sink.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
-from enrich.spark.sink.row_writes import STEP_ROWS, SinkSettings
-from enrich.spark.sink.two_phase import (
+from enrich.spark.sink.redis import two_phase
+from enrich.spark.sink.redis.codec import pack
+from enrich.spark.sink.redis.data_source import RedisBatchWriter, RedisStreamWriter, StagedPart
+from enrich.spark.sink.redis.row_writes import STEP_ROWS, SinkSettings
+from enrich.spark.sink.redis.two_phase import (
     PublishConflict,
     Published,
     StagingMismatch,
@@ -479,7 +479,7 @@ def test_the_default_step_is_stated_once_and_the_docs_agree() -> None:
     table name that figure, and no other."""
     import re
 
-    from enrich.spark.sink import data_source
+    from enrich.spark.sink.redis import data_source
 
     root = Path(__file__).resolve().parents[3]
     figure = f"{STEP_ROWS:,}"

@@ -15,9 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from enrich.demo.kafka_broker import KafkaBroker
 from enrich.spark import low_latency
-from enrich.spark.sink.row_writes import SinkSettings
-from enrich.spark.sink.two_phase import published_marks
-from enrich.spark.stages.latency import ProfileRefused, streaming_sources
+from enrich.spark.queries.latency import ProfileRefused, streaming_sources
+from enrich.spark.sink.redis.row_writes import SinkSettings
+from enrich.spark.sink.redis.two_phase import published_marks
 from tests.support.kafka_fixtures import create_topic, produce
 from tests.support.spark_version import requires_spark
 

@@ -13,9 +13,9 @@ import redis
 from pyspark.sql import SparkSession
 
 from enrich.spark import low_latency, register_data_sources
-from enrich.spark.sink.row_writes import SinkSettings
-from enrich.spark.sink.two_phase import published_marks
-from enrich.spark.stages.latency import ProfileRefused, streaming_sources
+from enrich.spark.queries.latency import ProfileRefused, streaming_sources
+from enrich.spark.sink.redis.row_writes import SinkSettings
+from enrich.spark.sink.redis.two_phase import published_marks
 from tests.support.spark_version import requires_spark
 
 pytestmark = [

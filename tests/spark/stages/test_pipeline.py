@@ -1,6 +1,6 @@
-"""The stages lookup_join and async_map hand to the redis sink are named values in
-enrich.spark.stages.pipeline: nothing is set on the DataFrames they return, a chain composes
-into one stage, and the sink that runs a stage is a class found by its name."""
+"""The stages lookup_join and async_map hand to a sink are named values: the DataFrame
+they return names its stage (a StagedFrame, no registry), a chain composes into one stage,
+and the sink that runs a stage is registered under a name of its own."""
 
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ import pytest
 from pyspark.sql import SparkSession
 
 from enrich.spark import async_map, lookup_join
-from enrich.spark.sink.stage_sink import FORMAT_PREFIX, StageRedisSink, register_stage_sink
-from enrich.spark.stages.pipeline import ArrowStage, Chain, stage_of
+from enrich.spark.sink.joined import FORMAT_INFIX, register_joined
+from enrich.spark.sink.redis.data_source import RedisSinkDataSource
+from enrich.spark.stages import pipeline
+from enrich.spark.stages.arrow_stage import ArrowStage, Chain
+from enrich.spark.stages.pipeline import stage_of
+from enrich.spark.stages.staged_frame import StagedFrame
 from enrich.testing import FakeSource
 from tests.spark.functions import Double
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
 
-def test_the_join_and_the_map_name_their_stage_and_set_nothing_on_the_dataframe(
+def test_the_join_and_the_map_return_a_frame_naming_their_stage_and_keep_nothing_else(
     spark: SparkSession,
 ) -> None:
     orders = spark.range(4).withColumnRenamed("id", "order_id")
@@ -29,7 +33,9 @@ def test_the_join_and_the_map_name_their_stage_and_set_nothing_on_the_dataframe(
     joined = lookup_join(mapped, source, on="order_id", name="users")
     own = set(vars(plain)) | {"schema"}  # pyspark caches the schema once read
     for df in (mapped, joined):
-        assert set(vars(df)) <= own, set(vars(df)) - own  # no attribute of ours on it
+        assert isinstance(df, StagedFrame)  # the hand-over: a value of its own class
+        assert set(vars(df)) - own == {"arrow_stage"}  # its one field, nothing else
+    assert not hasattr(pipeline, "STAGES")  # no registry
     stage = stage_of(joined)
     assert isinstance(stage, ArrowStage)
     assert stage.input is orders and stage.name == "doubling+users"
@@ -62,7 +68,8 @@ def test_the_sink_that_runs_a_stage_is_registered_under_a_name_of_its_own(
     source = FakeSource({}, schema="name string")
     stage = stage_of(lookup_join(orders, source, on="order_id", name="named"))
     assert stage is not None
-    first, second = register_stage_sink(spark, stage), register_stage_sink(spark, stage)
-    assert first.startswith(FORMAT_PREFIX) and second != first
-    sink = StageRedisSink({"url": "redis://127.0.0.1:1", "stream": "out"})
-    assert sink._stage() is None  # the class itself runs no stage: its subclasses do
+    first = register_joined(spark, RedisSinkDataSource, stage)
+    second = register_joined(spark, RedisSinkDataSource, stage)
+    assert first.startswith(f"redis{FORMAT_INFIX}") and second != first
+    sink = RedisSinkDataSource({"url": "redis://127.0.0.1:1", "stream": "out"})
+    assert sink.joined_function() is None  # the sink's own class runs no stage

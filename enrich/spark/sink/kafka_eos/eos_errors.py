@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from enrich import EnrichError
 
+from .. import sink_spi as spi
+
 
 class KafkaSinkRefused(EnrichError, ValueError):
     """The ``kafka-eos`` sink would not be exactly once for this query; the message says
@@ -35,7 +37,7 @@ class MissingOption(KafkaSinkRefused):
         self.option = option
 
 
-class SourceNotKeyed(KafkaSinkRefused):
+class SourceNotKeyed(KafkaSinkRefused, spi.SourceNotKeyed):
     """The rows do not carry the source record they come from (Kafka's ``topic``,
     ``partition``, ``offset`` or the redis-stream source's ``stream_key``,
     ``stream_id``), or the query reads another source: the sink could not tell a

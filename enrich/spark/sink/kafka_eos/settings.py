@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sink_spi import SourceFields, source_fields
 from .eos_errors import KafkaSinkRefused, MissingOption
 
 PREFIX = "kafka."
@@ -84,13 +85,6 @@ def _int(options: Mapping[str, str], name: str, default: int, low: int) -> int:
     return value
 
 
-def _columns(text: str) -> tuple[str, ...]:
-    names = tuple(c.strip() for c in text.split(",") if c.strip())
-    if len(set(names)) != len(names):
-        raise ValueError(f"option sourceStreamColumn names a column twice: {text!r}")
-    return names
-
-
 class _Options(dict[str, str]):
     """Options looked up by name whatever its case."""
 
@@ -113,8 +107,8 @@ class KafkaSinkSettings:
             base of its transactional ids and marks' keys.
         value_column, key_column: the columns written (``key_column`` may be absent
             from the rows unless ``key_required``).
-        source_id, source_stream: the source columns named by option, or None (found
-            from the schema, :mod:`~enrich.spark.sink.kafka_eos.source`).
+        source: the source columns named by option, or None (found from the schema:
+            :func:`enrich.spark.sink.sink_spi.resolve`).
         marks_topic, marks_partitions: where the source marks go.
         id_prefix: the start of the transactional ids.
         retries: transaction retries after a fence or an abortable error.
@@ -126,8 +120,7 @@ class KafkaSinkSettings:
     value_column: str = "value"
     key_column: str = "key"
     key_required: bool = False
-    source_id: str | None = None
-    source_stream: tuple[str, ...] | None = None
+    source: SourceFields | None = None
     marks_topic: str = DEFAULT_MARKS_TOPIC
     marks_partitions: int = DEFAULT_MARKS_PARTITIONS
     id_prefix: str = DEFAULT_ID_PREFIX
@@ -193,13 +186,6 @@ class KafkaSinkSettings:
                 "a stable name))",
             )
         identity = hashlib.sha1(f"{topic}\0{name or checkpoint}".encode()).hexdigest()[:16]
-        stream = options.get("sourceStreamColumn")
-        source_id = options.get("sourceIdColumn", "").strip() or None
-        if stream is not None and source_id is None:
-            raise ValueError(
-                f"option sourceStreamColumn ({stream!r}) needs option sourceIdColumn: the "
-                "column of each row's offset or entry id"
-            )
         return cls(
             client=client,
             topic=topic,
@@ -207,8 +193,7 @@ class KafkaSinkSettings:
             value_column=options.get("valueColumn", "value").strip(),
             key_column=options.get("keyColumn", "key").strip(),
             key_required="keyColumn" in options,
-            source_id=source_id,
-            source_stream=_columns(stream) if stream is not None else None,
+            source=source_fields(options, error=ValueError),
             marks_topic=options.get("marksTopic", DEFAULT_MARKS_TOPIC).strip(),
             marks_partitions=_int(options, "marksPartitions", DEFAULT_MARKS_PARTITIONS, 1),
             id_prefix=options.get("transactionalIdPrefix", DEFAULT_ID_PREFIX).strip(),

@@ -2,7 +2,7 @@
 
 A writer keyed by the source record (``sourceIdColumn``) keeps one mark per source
 stream: ``"*"`` for the one stream of a writer without ``sourceStreamColumn``, else each
-stream's key (:mod:`~enrich.spark.sink.two_phase.script`). Restarting a query under the
+stream's key (:mod:`~enrich.spark.sink.redis.two_phase.script`). Restarting a query under the
 same checkpoint (the same writer identity) with other sources would leave those marks
 unused: going from one stream to several, the new per-stream marks start empty and every
 entry already published would be published again; from several to one, the same with

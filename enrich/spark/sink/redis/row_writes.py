@@ -7,7 +7,7 @@ values in hash fields and entries):
 - ``["h", key, field, value, ...]``: replace a hash (``DEL`` then ``HSET``);
 - ``["s", key, json]``: set a string key to the row as a JSON object.
 
-Values are encoded by :mod:`enrich.spark.sink.codec` (its table says how each type is
+Values are encoded by :mod:`enrich.spark.sink.redis.codec` (its table says how each type is
 written), so that ``RedisLookup`` with the same schema reads them back unchanged. Null
 columns are left out of entries and hashes (Redis has no null); JSON keeps them as
 ``null``. Rows whose error column (``lookup_join(..., on_error="error_column")``) is set
@@ -26,7 +26,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from .. import redis_options
+from ... import redis_options
 from . import by_source, codec
 from .two_phase import SourceFields, layout
 
@@ -75,17 +75,18 @@ class SinkSettings:
     max_rows: int | None = STEP_ROWS
     atomic: bool = False  # atomicCommit: the whole batch in one script, seen whole or not
     # sourceIdColumn (and sourceStreamColumn): exactly once keyed by the source record
-    # (enrich.spark.sink.by_source); None: keyed by batch id.
+    # (enrich.spark.sink.redis.by_source); None: keyed by batch id.
     source: SourceFields | None = None
     async_progress: bool = False  # the query runs under Spark's async progress tracking
     # closeLostPlan: a plan whose staging expired or was lost is closed (its batch taken
     # as published whole: nothing twice, its unpublished rest dropped) instead of failing
-    # every commit (see enrich.spark.sink.two_phase.close_plan)
+    # every commit (see enrich.spark.sink.redis.two_phase.close_plan)
     close_lost_plan: bool = False
-    # sourceStreams: the streams the query reads (enrich.spark.sink.two_phase.layout), if known
+    # sourceStreams: the streams the query reads, if known
+    # (enrich.spark.sink.redis.two_phase.layout)
     streams: tuple[str, ...] = ()
     # publishFrom=tasks: keyed by the source record, each task publishes its own rows and
-    # the commit only settles the marks (enrich.spark.sink.two_phase.from_tasks)
+    # the commit only settles the marks (enrich.spark.sink.redis.two_phase.from_tasks)
     from_tasks: bool = False
 
     @classmethod

@@ -9,7 +9,7 @@ from enrich import EnrichError
 # What to do about a plan that cannot finish, said by both errors below.
 WAY_OUT = (
     'To go on, restart the query once with .option("closeLostPlan", "true") (or call '
-    "enrich.spark.sink.two_phase.close_plan): the plan is closed as if its batch were "
+    "enrich.spark.sink.redis.two_phase.close_plan): the plan is closed as if its batch were "
     "published whole, so nothing of it is published twice, and the part that was not "
     "published is not published at all (its staging is gone). Do not delete the plan by "
     "hand: its batch would be published again from the start."

@@ -33,9 +33,9 @@ def register_data_sources(spark: Any) -> None:
             f"the Redis data sources need Spark 4.1 or newer (Python Data Source API, "
             f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
-    from .sink.data_source import RedisSinkDataSource
-    from .sink.kafka_eos.eos_sink import counted_sink
-    from .streams.stream_source import counted_source
+    from ..sink.kafka_eos.eos_sink import counted_sink
+    from ..sink.redis.data_source import RedisSinkDataSource
+    from ..streams.stream_source import counted_source
 
     spark.dataSource.register(counted_source(spark))
     spark.dataSource.register(RedisSinkDataSource)

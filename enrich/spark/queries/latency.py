@@ -10,7 +10,7 @@ at most once per ``asyncProgressTrackingCheckpointIntervalMs`` (1 s by default),
 starts the next batch at once. The price: after a failure Spark plans again every batch
 after the last offsets it wrote, so batches come back re-cut, with other ids or other
 rows. The redis sink keyed by batch id would lose or double rows then; keyed by the
-source record (``sourceIdColumn``, :mod:`~enrich.spark.sink.by_source`) it publishes
+source record (``sourceIdColumn``, :mod:`~enrich.spark.sink.redis.by_source`) it publishes
 each source entry once whatever batch carries it. So the profile:
 
 - checks that every streaming source of the query is one ``redis-stream`` source or one
@@ -24,9 +24,8 @@ each source entry once whatever batch carries it. So the profile:
   own check refuses async progress tracking without ``sourceIdColumn``), with a
   processing-time trigger of 0 (the next batch as soon as one ends);
 - runs the query's lookup joins (and ``async_map`` calls) inside the sink's write when
-  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by a
-  :class:`~enrich.spark.sink.stage_sink.StageRedisSink`): one Python stage fewer in
-  each task;
+  ``df`` is their output (their stages, :mod:`~enrich.spark.stages.pipeline`, run by
+  the sink: :mod:`~enrich.spark.sink.joined`): one Python stage fewer in each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
 What it trades: a restart replays up to ``asyncProgressTrackingCheckpointIntervalMs`` of
@@ -51,34 +50,27 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ..sink.by_source import ASYNC_OPTION, FROM_OPTION, ID_OPTION, STREAM_OPTION
-from ..sink.two_phase.layout import STREAMS_OPTION
-from .pipeline import stage_of
+from ..sink.delta.keying import DELTA_REFUSED
+from ..sink.joined import JoinableSink, register_joined
+from ..sink.redis.by_source import FROM_OPTION
+from ..sink.redis.two_phase.layout import STREAMS_OPTION
+from ..sink.sink_spi import (
+    ASYNC_OPTION,
+    ID_OPTION,
+    KAFKA_ID,
+    KAFKA_PARTITION as KAFKA_STREAM,
+    STREAM_ID as ID_COLUMN,
+    STREAM_KEY as KEY_COLUMN,
+    STREAM_OPTION,
+)
+from ..stages.pipeline import stage_of
 
 SOURCE_FORMAT = "redis-stream"
-ID_COLUMN = "stream_id"  # what the redis-stream source names them (its fields module)
-KEY_COLUMN = "stream_key"
 KAFKA_FORMAT = "kafka"
-# What Spark's kafka source names them: the offset rises along each (topic, partition).
-KAFKA_ID = "offset"
-KAFKA_STREAM = ("topic", "partition")
 OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
 WARM_BATCHES = 1  # micro-batches of the warm-up query (3 measured no better)
 WARM_ROWS = 1000  # rows a task of each
 TRIGGER = "0 seconds"
-
-
-# Why sink="delta" is refused (docs/delta.md): Delta's sink is exactly once by batch id.
-DELTA_REFUSED = (
-    "the low-latency profile cannot write to Delta: it runs under async progress "
-    "tracking, which after a failure plans the micro-batches again from the last offsets "
-    "it logged, so a batch id may come back with other records; Delta's sink commits "
-    "each batch once by its id (a txn action keyed by the query's id and the batch id) "
-    "and would skip records it never wrote, or write others twice (Spark itself "
-    "refuses it: 'Sink DeltaSink[...] does not support async progress tracking'). Write with "
-    "df.writeStream.format('delta') on Spark's default progress tracking (exactly once, "
-    "docs/delta.md)"
-)
 
 
 class ProfileRefused(ValueError):
@@ -93,7 +85,7 @@ def low_latency(
     source_stream: str | None = None,
     warm: bool = True,
     join_in_sink: bool = True,
-    sink: str = "redis",
+    sink: str | type[JoinableSink] = "redis",
     publish_from: str = "driver",
 ) -> Any:
     """``df.writeStream.format("redis")`` with the low-latency profile (see the module
@@ -124,11 +116,15 @@ def low_latency(
         sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
             record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
-            their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why).
+            their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why). Or a
+            sink of one's own written on the SPI (a
+            :class:`~enrich.spark.sink.joined.JoinableSink` class keyed by the source
+            record: docs/writing-a-sink.md), given the same options and checks as the
+            redis sink but ``publishFrom`` and ``sourceStreams``, the joins run in it.
         publish_from: the redis sink's ``publishFrom``: ``"driver"`` (tasks stage,
             the driver's commit publishes) or ``"tasks"`` (each task publishes its rows
             and the commit only raises the marks:
-            :mod:`~enrich.spark.sink.two_phase.from_tasks`; needs each task's rows in the
+            :mod:`~enrich.spark.sink.redis.two_phase.from_tasks`; needs each task's rows in the
             source's order). Measured no faster at 10,000 entries/s nor over a backlog
             (docs/latency.md), so not the default.
 
@@ -148,7 +144,8 @@ def low_latency(
         raise ProfileRefused(DELTA_REFUSED)
     if publish_from not in ("tasks", "driver"):
         raise ProfileRefused(f'publish_from must be "tasks" or "driver", got {publish_from!r}')
-    if sink != "redis":
+    own = isinstance(sink, type) and issubclass(sink, JoinableSink)
+    if sink != "redis" and not own:
         raise ProfileRefused(
             f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
         )
@@ -179,19 +176,24 @@ def low_latency(
         )
     if warm:
         warm_up(df.sparkSession)
+    if isinstance(sink, type):
+        target = sink
+    else:
+        from ..sink.redis.data_source import RedisSinkDataSource as target
     stage = stage_of(df) if join_in_sink else None
     if stage is None:
-        writer = df.writeStream.format("redis")
+        if own:
+            df.sparkSession.dataSource.register(target)
+        writer = df.writeStream.format(target.name())
     else:
-        from ..sink.stage_sink import register_stage_sink
-
-        writer = stage.input.writeStream.format(register_stage_sink(df.sparkSession, stage))
+        writer = stage.input.writeStream.format(register_joined(df.sparkSession, target, stage))
     writer = writer.option(ID_OPTION, source_id)
-    if streams:  # the sink carries its marks over a change of them (sink.two_phase.layout)
-        writer = writer.option(STREAMS_OPTION, ",".join(streams))
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
-    writer = writer.option(FROM_OPTION, publish_from)
+    if not own:  # the redis sink's own options
+        if streams:  # it carries its marks over a change of them (two_phase.layout)
+            writer = writer.option(STREAMS_OPTION, ",".join(streams))
+        writer = writer.option(FROM_OPTION, publish_from)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
     return writer.trigger(processingTime=TRIGGER)
 
@@ -307,8 +309,8 @@ def _modules() -> None:
     """What the real query's Python processes import: pyarrow, redis, the source's
     reader, the join's worker side, the sink's writer and commit."""
     import enrich.spark.join.join_batches
-    import enrich.spark.sink.data_source
-    import enrich.spark.sink.stage_sink
+    import enrich.spark.sink.joined
+    import enrich.spark.sink.redis.data_source
     import enrich.spark.streams.read  # noqa: F401
 
 

@@ -49,8 +49,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ...sink_spi import SourceFields
 from .errors import SourceIdMissing, SourceOrderBroken
-from .publish import SourceFields, _operation, _text
+from .publish import _operation, _text
 from .script import SOURCE_HELPERS
 from .state_keys import pending_key, sources_key
 

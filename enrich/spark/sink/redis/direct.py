@@ -2,7 +2,7 @@
 Redis itself, in pipelined chunks.
 
 On a standalone Redis a task's commands are built a column at a time from each Arrow
-batch (:mod:`~enrich.spark.sink.frames`), gathered across batches into chunks of about
+batch (:mod:`~enrich.spark.sink.redis.frames`), gathered across batches into chunks of about
 :data:`CHUNK_ROWS` rows, and each chunk goes out as ``MULTI``, its commands, ``EXEC`` in
 one write on one connection; the next chunk is sent before the replies of the one
 before are read, so building, sending and Redis's work overlap. What a reader sees:
@@ -34,7 +34,8 @@ import pyarrow as pa
 
 from enrich import EnrichError
 
-from . import frames, hooks
+from .. import hooks
+from . import frames
 from .row_writes import RowEncoder
 
 CHUNK_ROWS = 1_000  # rows per MULTI (about a round trip and 1-2 ms of Redis time each)

@@ -3,7 +3,7 @@ of every row before it is staged.
 
 With ``sourceIdColumn`` the transactional sink publishes each source entry at most once,
 whatever micro-batch carries it: the commit script keeps, per source stream, the last
-entry id published (:mod:`~enrich.spark.sink.two_phase.script`) and applies a row only
+entry id published (:mod:`~enrich.spark.sink.redis.two_phase.script`) and applies a row only
 when its entry id is after it. A replay whose batches are cut differently (Spark's
 async progress tracking re-plans the batches after the last offsets it wrote, so a
 batch id may come back with other rows, or rows with another batch id) then neither
@@ -36,57 +36,24 @@ their values joined by ``/`` (``orders/2``). An id column may hold an entry id's
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import pyarrow as pa
-from pyspark.sql.types import (
-    ByteType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StringType,
-    StructType,
-)
+from pyspark.sql.types import StructType
 
-from .two_phase import SourceFields
+from .. import sink_spi as spi
+from ..sink_spi import ASYNC_OPTION, ID_OPTION, SourceFields
 
 log = logging.getLogger("enrich.spark.sinks")
 
-ID_OPTION = "sourceIdColumn"
-ASYNC_OPTION = "asyncProgressTrackingEnabled"  # Spark's query option, seen by the sink too
-STREAM_OPTION = "sourceStreamColumn"
 FROM_OPTION = "publishFrom"
-# A Redis stream entry id as Redis writes it: no sign, no leading zeros.
-ENTRY_ID = r"^(0|[1-9][0-9]*)-(0|[1-9][0-9]*)$"
-_ENTRY_ID = re.compile(ENTRY_ID)
-_WHOLE = (ByteType, ShortType, IntegerType, LongType)  # offsets: ids of whole numbers
-
-
-def stream_columns(source: SourceFields) -> list[str]:
-    """The columns naming a row's source stream (``sourceStreamColumn``, split at
-    commas); none for one source stream."""
-    return [name.strip() for name in source.stream.split(",") if name.strip()]
 
 
 def source_fields(options: Mapping[str, str]) -> SourceFields | None:
-    """The columns named by ``sourceIdColumn`` / ``sourceStreamColumn``, or None."""
-    column = str(options.get(ID_OPTION, "")).strip()
-    names = [n.strip() for n in str(options.get(STREAM_OPTION, "")).split(",") if n.strip()]
-    stream = ",".join(names)
-    if stream and not column:
-        raise ValueError(
-            f"option {STREAM_OPTION} ({stream!r}) needs option {ID_OPTION}: the column "
-            "holding each row's source entry id (the redis-stream source's stream_id, "
-            "a kafka source's offset)"
-        )
-    if column in names:
-        raise ValueError(f"options {ID_OPTION} and {STREAM_OPTION} name the same column {column!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"option {STREAM_OPTION} names a column twice: {stream!r}")
-    return SourceFields(column, stream) if column else None
+    """The columns named by ``sourceIdColumn`` / ``sourceStreamColumn``, or None
+    (:func:`enrich.spark.sink.sink_spi.source_fields`; a ``ValueError`` names a bad one)."""
+    return spi.source_fields(options, error=ValueError)
 
 
 def check_mode(
@@ -118,7 +85,7 @@ def check_mode(
 def publish_from(options: Mapping[str, str], source: SourceFields | None) -> bool:
     """``publishFrom``: ``driver`` (default: tasks stage, the driver's commit publishes)
     or ``tasks`` (each task publishes its rows, the commit settles the marks:
-    :mod:`~enrich.spark.sink.two_phase.from_tasks`); True for ``tasks``."""
+    :mod:`~enrich.spark.sink.redis.two_phase.from_tasks`); True for ``tasks``."""
     text = _choice(options, FROM_OPTION, ("driver", "tasks"))
     if text == "tasks" and source is None:
         raise ValueError(
@@ -131,7 +98,7 @@ def publish_from(options: Mapping[str, str], source: SourceFields | None) -> boo
 
 def start_run(settings: Any) -> str | None:
     """On the driver, before any task of a streaming query keyed by the source record
-    (``settings``: its :class:`~enrich.spark.sink.row_writes.SinkSettings`); returns the
+    (``settings``: its :class:`~enrich.spark.sink.redis.row_writes.SinkSettings`); returns the
     run's name when it publishes from its tasks. (Only such a query can meet spans: a
     sink keyed by batch id asks Redis nothing at the start, so, as before, a wrong
     password fails its first write, not its start.)
@@ -140,7 +107,7 @@ def start_run(settings: Any) -> str | None:
     first (the tasks do not read plans). Publishing from the driver: spans of published
     rows a run publishing from its tasks left unsettled are refused (the driver's commit
     does not read them, and would publish those rows again)."""
-    from .. import redis_options
+    from ... import redis_options
     from .two_phase import commit, from_tasks, index_key, plan_key
 
     client = redis_options.connect(settings.url)
@@ -193,7 +160,7 @@ def _choice(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> 
 
 def check_writer(source: SourceFields | None, schema: StructType, *, streaming: bool) -> None:
     """On the driver, before any task: a streaming write, and the named columns exist
-    and hold text."""
+    and hold text or whole numbers (:func:`enrich.spark.sink.sink_spi.resolve`)."""
     if source is None:
         return
     if not streaming:
@@ -202,74 +169,17 @@ def check_writer(source: SourceFields | None, schema: StructType, *, streaming: 
             "one query's batches in order, and batch writes (df.write) may run side by "
             "side; drop it for a batch write"
         )
-    names = [f.name for f in schema.fields]
-    named = [(ID_OPTION, source.id)] + [(STREAM_OPTION, c) for c in stream_columns(source)]
-    for option, column in named:
-        if column not in names:
-            raise ValueError(
-                f"option {option} names column {column!r}, which the DataFrame does not "
-                f"have (columns: {', '.join(names)}). The redis-stream source gives the "
-                "entry id in column stream_id when the schema names it, a kafka source "
-                "topic, partition and offset; keep them through the query (do not drop "
-                "or rename them)"
-            )
-        kind = schema[column].dataType
-        if not isinstance(kind, (StringType, *_WHOLE)):
-            raise ValueError(
-                f"option {option}: column {column!r} must be a string (an entry id "
-                f"'<ms>-<seq>' or a stream key) or a whole number (a kafka offset or "
-                f"partition), got {kind.simpleString()}"
-            )
+    spi.resolve(source, _fields(schema), sink="redis", error=ValueError)
 
 
 def checked(items: Iterator[Any], source: SourceFields, schema: StructType) -> Iterator[Any]:
-    """``items`` (Arrow batches or rows) as they are, after checking each row's source:
-    an entry id (``<ms>-<seq>``, or a whole number at or above 0) and, when named, its
-    stream's columns not null. A row without fails the task before it stages anything of
-    that batch, naming the column and row."""
-    import pyarrow.compute as pc  # here: the sink's planner processes need none of it
-
+    """``items`` (Arrow batches or rows) as they are, after checking each row's source
+    record (:func:`enrich.spark.sink.sink_spi.checked`): a row without fails the task before
+    it stages anything of that batch, naming the column and row."""
+    columns = spi.resolve(source, _fields(schema), sink="redis", error=ValueError)
     names = [f.name for f in schema.fields]
-    where = names.index(source.id)
-    streams = [names.index(c) for c in stream_columns(source)]
-    for item in items:
-        if isinstance(item, pa.RecordBatch):
-            ids = item.column(where)
-            if pa.types.is_integer(ids.type):
-                valid = pc.fill_null(pc.greater_equal(ids, 0), False)
-            else:
-                valid = pc.fill_null(pc.match_substring_regex(ids, ENTRY_ID), False)
-            for stream in streams:
-                valid = pc.and_(valid, item.column(stream).is_valid())
-            if not pc.all(valid).as_py():
-                bad = pc.index(valid, False).as_py()
-                _fail(source, names, item.slice(bad, 1).to_pylist()[0])
-        else:
-            row = dict(zip(names, item, strict=True))
-            if not _is_entry(row[source.id]) or any(item[i] is None for i in streams):
-                _fail(source, names, row)
-        yield item
+    return spi.checked(items, columns, names, sink="redis", error=ValueError)
 
 
-def _is_entry(value: Any) -> bool:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value >= 0
-    return isinstance(value, str) and _ENTRY_ID.match(value) is not None
-
-
-def _fail(source: SourceFields, names: list[str], row: dict[str, Any]) -> None:
-    value = row[source.id]
-    if not _is_entry(value):
-        what = (
-            f"column {source.id!r} ({ID_OPTION}) holds {value!r}, not an entry id "
-            "'<ms>-<seq>' or an offset"
-        )
-    else:
-        empty = next(c for c in stream_columns(source) if row[c] is None)
-        what = f"column {empty!r} ({STREAM_OPTION}) is null"
-    shown = {name: row[name] for name in names}
-    raise ValueError(
-        f"redis sink: a row has no source record to be published once by: {what}; "
-        f"row {str(shown)[:300]}. Keep the source's columns (stream_id; a kafka "
-        "source's topic, partition, offset) as they were read"
-    )
+def _fields(schema: StructType) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in schema.fields}

@@ -13,6 +13,7 @@ a Redis Cluster in transactional mode when the query starts.
 
 from __future__ import annotations
 
+from ...sink_spi import SourceFields as SourceFields
 from .errors import (
     CommitTooLarge as CommitTooLarge,
     PlanExpired as PlanExpired,
@@ -23,7 +24,6 @@ from .errors import (
 )
 from .publish import (
     PAGE as PAGE,
-    SourceFields as SourceFields,
     abort as abort,
     close_plan as close_plan,
     commit as commit,

@@ -12,7 +12,7 @@ commands say what the row encoder's operation says (``tests/spark/sink/test_sink
   wraps each chunk of rows in ``MULTI``/``EXEC``, so no reader sees the hash between);
 - a JSON value: ``SET <key> <document>``.
 
-Field text is the codec's (:mod:`~enrich.spark.sink.codec`): integer, boolean and string
+Field text is the codec's (:mod:`~enrich.spark.sink.redis.codec`): integer, boolean and string
 columns by Arrow's cast (the same digits and ``true``/``false``); finite doubles by
 ``repr``; every other type value by value. JSON documents alike, a string needing an
 escape through ``encode_basestring``. Key templates with a format spec or conversion,

@@ -1,6 +1,7 @@
 """Where a writer keeps its two-phase state in Redis: one prefix per writer identity.
 
-Key layout of a writer (``identity`` from :class:`~enrich.spark.sink.row_writes.SinkSettings`)::
+Key layout of a writer (``identity`` from
+:class:`~enrich.spark.sink.redis.row_writes.SinkSettings`)::
 
     enrich:sink:<identity>:committed                    last committed batch id (string)
     enrich:sink:<identity>:sources                      keyed by source record: per source

@@ -11,7 +11,7 @@ Options:
     dead_letter: a stream receiving the rows whose error column (``error_column``,
         default ``enrich_error``) is not null, in the same commit as the good rows.
     checkpointLocation: the query's checkpoint; with the target, it names the writer's
-        commit marker (see :class:`~enrich.spark.sink.row_writes.SinkSettings`). A
+        commit marker (see :class:`~enrich.spark.sink.redis.row_writes.SinkSettings`). A
         transactional streaming query needs it.
     stagingTtl: seconds before an abandoned attempt's staging expires (default 7 days);
         a publishing plan and the staging it still reads share it, refreshed together by
@@ -22,30 +22,30 @@ Options:
         nothing of it is published twice (the unpublished rest is dropped), and go on.
     maxRowsPerCommit: transactional mode: the most rows one commit script publishes.
         Stepwise (the default): a batch of any size is published in steps of at most this
-        many rows (default :data:`~enrich.spark.sink.row_writes.STEP_ROWS`, 1,000; ``0``:
+        many rows (default :data:`~enrich.spark.sink.redis.row_writes.STEP_ROWS`, 1,000; ``0``:
         one step). With ``atomicCommit``: the largest batch accepted (default: no limit); a
         larger one fails with
-        :class:`~enrich.spark.sink.two_phase.CommitTooLarge` and publishes nothing.
+        :class:`~enrich.spark.sink.redis.two_phase.CommitTooLarge` and publishes nothing.
     atomicCommit: ``false`` (default) or ``true``: publish each batch in one script,
         so readers see it whole or not at all, at the price of a pause of Redis that
         grows with the batch (3.5-8 us a row).
     sourceIdColumn, sourceStreamColumn, sourceStreams: exactly once keyed by the source
-        record (:mod:`~enrich.spark.sink.by_source`).
+        record (:mod:`~enrich.spark.sink.redis.by_source`).
     publishFrom: with ``sourceIdColumn``, ``driver`` (default) or ``tasks``: each task
         publishes its own rows and the commit only raises the marks
-        (:mod:`~enrich.spark.sink.two_phase.from_tasks`).
+        (:mod:`~enrich.spark.sink.redis.two_phase.from_tasks`).
 
 Guarantees, for a streaming query (Spark replays a failed micro-batch with the same id
 and the same source offsets):
 
-- ``idempotent``: each task writes its rows directly (:mod:`~enrich.spark.sink.direct`:
+- ``idempotent``: each task writes its rows directly (:mod:`~enrich.spark.sink.redis.direct`:
   commands built a column at a time, a ``MULTI`` per chunk of rows, so a hash's
   ``DEL``+``HSET`` is never seen half done). A replay rewrites the same keys with the
   replayed rows, so keyed upserts end exactly-once in effect; readers may see part of a
   batch while it is written. Stream appends (and dead letters) are at-least-once in
   this mode: a replayed batch appends again.
 - ``transactional``: tasks stage their rows under keys readers ignore
-  (:mod:`~enrich.spark.sink.two_phase`); the driver's ``commit`` publishes the batch in
+  (:mod:`~enrich.spark.sink.redis.two_phase`); the driver's ``commit`` publishes the batch in
   steps of at most ``maxRowsPerCommit`` rows, each one Lua script that also advances
   the batch's durable cursor, and the last step records the batch id. A batch id
   already committed is skipped, and a replay of a batch whose publish was cut short
@@ -53,14 +53,14 @@ and the same source offsets):
   appear step by step (a prefix of it, in staging order); with ``atomicCommit`` whole
   or not at all. ``abort`` deletes staging only, never that of a started publish. The
   commit publishes nothing and fails the batch when a staging list does not hold the
-  rows its task reported (:class:`~enrich.spark.sink.two_phase.StagingMismatch`). A
+  rows its task reported (:class:`~enrich.spark.sink.redis.two_phase.StagingMismatch`). A
   Redis Cluster is refused when the query starts (a script touches keys of one node).
 - a batch write (``df.write``) is published the same way under a token of its own (no
   marker, no replay): if its commit fails after a step, the steps done stay published
   (a prefix of the write, in staging order), Spark's ``abort`` deletes the rest and logs
   how many rows were published; ``atomicCommit`` makes such a write all or nothing.
 
-Values are encoded by :mod:`~enrich.spark.sink.codec`: ``RedisLookup`` with the same
+Values are encoded by :mod:`~enrich.spark.sink.redis.codec`: ``RedisLookup`` with the same
 schema reads them back unchanged.
 """
 
@@ -74,7 +74,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
@@ -83,9 +82,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .. import redis_options
-from ..stages.pipeline import ArrowFunction
-from . import by_source, hooks, two_phase
+from ... import redis_options
+from ...stages.arrow_stage import ArrowFunction
+from .. import hooks
+from ..joined import JoinableSink, run_stage
+from . import by_source, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
 from .two_phase import layout
@@ -158,12 +159,11 @@ class _RedisWriter:
         RowEncoder(settings, schema)  # a bad key template fails on the driver
         self.token = token  # batch writes: stands for the batch id
         self.cluster = cluster  # idempotent writes to a Redis Cluster (see _apply)
-        self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.stage_sink)
+        self.stage = stage  # a query's Python stage, run here (enrich.spark.sink.joined)
         self.run = run  # publishFrom=tasks: this run of the query (from_tasks' spans)
 
     def _write(self, items: Iterator[Any]) -> StagedPart:
-        if self.stage is not None:
-            items = self.stage(iter(items))
+        items = run_stage(self.stage, items)
         if self.settings.source is not None:  # every row's source entry, checked first
             items = by_source.checked(items, self.settings.source, self.schema)
         partition, attempt, batch_id = _task()
@@ -212,7 +212,7 @@ class _RedisWriter:
         self, client: Any, encoder: RowEncoder, items: Iterator[Any], task: tuple[str, int, str]
     ) -> StagedPart:
         """``publishFrom=tasks``: this task's rows published keyed by their source
-        records (:mod:`~enrich.spark.sink.two_phase.from_tasks`); nothing staged."""
+        records (:mod:`~enrich.spark.sink.redis.two_phase.from_tasks`); nothing staged."""
         from .two_phase import from_tasks
 
         assert self.run is not None and self.settings.source is not None
@@ -232,7 +232,7 @@ class _RedisWriter:
     def _apply(
         client: Any, encoder: RowEncoder, items: Iterator[Any], batch_id: Any, cluster: bool
     ) -> int:
-        """Write the rows directly (:mod:`~enrich.spark.sink.direct`): a column at a time
+        """Write the rows directly (:mod:`~enrich.spark.sink.redis.direct`): a column at a time
         and a ``MULTI`` per chunk on a standalone Redis; on a cluster (no ``MULTI``
         across slots) a pipeline per node, each hash replaced by one script call on its
         key, so a reader never sees a hash half replaced."""
@@ -318,7 +318,7 @@ class _RedisWriter:
 
     def _close_lost_plan(self, client: Any) -> None:
         """``closeLostPlan``: close the plan whose staging is gone (see
-        :func:`~enrich.spark.sink.two_phase.close_plan`), saying what it drops."""
+        :func:`~enrich.spark.sink.redis.two_phase.close_plan`), saying what it drops."""
         settings = self.settings
         closed = two_phase.close_plan(client, settings.identity, keyed=settings.source is not None)
         if closed is not None:
@@ -363,7 +363,7 @@ def _staged_chunks(encoder: RowEncoder, items: Iterator[Any]) -> Iterator[list[b
     """Packed operations in chunks of at most ``STAGE_CHUNK``, gathered across Arrow
     batches (Spark cuts a partition into batches of
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows; each chunk costs a round
-    trip): an Arrow batch's built a column at a time (:mod:`~enrich.spark.sink.columns`)
+    trip): an Arrow batch's built a column at a time (:mod:`~enrich.spark.sink.redis.columns`)
     where it can, the rest row by row."""
     from . import columns  # here: Arrow compute, which the planner processes never need
 
@@ -428,7 +428,7 @@ class RedisBatchWriter(_RedisWriter, DataSourceArrowWriter):
         self._abort(messages, self.token, marked=False)
 
 
-class RedisSinkDataSource(DataSource):
+class RedisSinkDataSource(JoinableSink):
     """``writeStream.format("redis")`` and ``write.format("redis")``."""
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -439,22 +439,12 @@ class RedisSinkDataSource(DataSource):
     def name(cls) -> str:
         return "redis"
 
-    def _written(self, schema: StructType) -> StructType:
-        """The schema of the rows written (a :class:`~enrich.spark.sink.stage_sink.
-        StageRedisSink` writes its stage's output, not its input)."""
-        return schema
-
-    def _stage(self) -> ArrowFunction | None:
-        """The Python stage the writers run on their input first (none here; see
-        :class:`~enrich.spark.sink.stage_sink.StageRedisSink`)."""
-        return None
-
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        schema = self._written(schema)
+        schema = self.joined_schema(schema)
         by_source.check_writer(self.settings.source, schema, streaming=False)
         cluster = self._cluster()
         token = f"w{uuid.uuid4().hex}"
-        return RedisBatchWriter(self.settings, schema, token, cluster, self._stage())
+        return RedisBatchWriter(self.settings, schema, token, cluster, self.joined_function())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         if self.settings.mode is SinkMode.TRANSACTIONAL and not self.settings.checkpoint:
@@ -462,14 +452,14 @@ class RedisSinkDataSource(DataSource):
                 'the "redis" sink in mode "transactional" needs .option("checkpointLocation", '
                 "path): with the target it names the query's commit marker"
             )
-        schema = self._written(schema)
+        schema = self.joined_schema(schema)
         by_source.check_writer(self.settings.source, schema, streaming=True)
         cluster = self._cluster()
         run = None
         if self.settings.source is not None:  # keyed by the source record
             self._check_layout()
             run = by_source.start_run(self.settings)
-        return RedisStreamWriter(self.settings, schema, None, cluster, self._stage(), run)
+        return RedisStreamWriter(self.settings, schema, None, cluster, self.joined_function(), run)
 
     def _check_layout(self) -> None:
         """Keyed by the source record: the marks follow a change of the query's source

@@ -1,13 +1,13 @@
 """Arrow batches to staged operations a column at a time (stream entries and hashes).
 
 The transactional writer stages each row as a packed operation
-(:func:`enrich.spark.sink.codec.pack`: ``x, stream, field, value, ...`` or ``h, key,
+(:func:`enrich.spark.sink.redis.codec.pack`: ``x, stream, field, value, ...`` or ``h, key,
 field, value, ...``, each item a MessagePack string). :func:`staged_operations` builds
 them for a whole Arrow batch with Arrow compute: each column becomes its ``name text``
 pieces, each with its string header (empty where null), and the pieces are joined
 row-wise at C level. The format is binary-safe, so a value's text goes in as it is
 (nothing escaped); the text is the idempotent writer's
-(:func:`enrich.spark.sink.frames.field_texts`: integer, boolean and string columns by
+(:func:`enrich.spark.sink.redis.frames.field_texts`: integer, boolean and string columns by
 Arrow's cast, finite doubles as ``repr`` writes them, every other type value by value
 through the codec). What it stages is byte for byte what the row encoder stages
 (``tests/spark/sink/test_sink_columns.py``). JSON documents (``value=json``) and key

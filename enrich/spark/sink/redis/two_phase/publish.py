@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ...sink_spi import SourceFields
 from .errors import PlanExpired, PublishConflict, Published, SourceIdMissing, StagingMismatch
 from .script import ABORT_SCRIPT, CLOSE_SCRIPT, STEP_SCRIPT
 from .state_keys import index_key, marker_key, plan_key, sources_key, staging_prefix, started_key
 
 PAGE = 1000  # staged operations read per LRANGE inside the script
-
-
-@dataclass(frozen=True)
-class SourceFields:
-    """Where a staged row of a sink keyed by the source record holds its source: the
-    field (column) of the entry id, and of the source stream ("" for one stream)."""
-
-    id: str
-    stream: str = ""
 
 
 def commit(
@@ -127,7 +118,7 @@ def _text(value: Any) -> str:
 
 def _operation(staged: Any) -> str:
     """A staged operation as text for a message: its items as a JSON array (a packed
-    operation is binary: MessagePack strings, see :func:`~enrich.spark.sink.codec.pack`)."""
+    operation is binary: MessagePack strings, see :func:`~enrich.spark.sink.redis.codec.pack`)."""
     raw = staged if isinstance(staged, bytes) else str(staged).encode("utf-8")
     if raw.startswith(b"["):  # staged as JSON by an earlier version
         return _text(raw)

@@ -13,7 +13,7 @@ removes them). Nothing of this project is on that path: a ``lookup_join`` or
 first time were never committed.
 
 What breaks it: a batch id reused for other rows. Async progress tracking re-plans the
-batches after the last offsets it logged (:mod:`~enrich.spark.stages.latency`), so a
+batches after the last offsets it logged (:mod:`~enrich.spark.queries.latency`), so a
 replayed id may carry other records: Delta would skip rows it never wrote, or write
 rows twice. Spark refuses async progress tracking on Delta's sink, and so does
 :func:`enrich.spark.low_latency` (``sink="delta"``), naming why.
@@ -44,7 +44,7 @@ CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # is 50: on local[2] that is most of a small micro-batch's time).
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 _MAIN_JAR = re.compile(r"^delta-spark_(\d+)\.(\d+)_2\.13-[\w.-]+\.jar$")
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parents[4]
 
 
 class DeltaUnavailable(EnrichError):
