@@ -26,9 +26,9 @@ EXIT_UNREACHABLE = 1
 
 def demo(args: argparse.Namespace) -> int:
     from .demo.kafka_broker import BrokerUnavailable
-    from .demo.live import java_missing, live_demo
     from .demo.local import demo_services
     from .demo.postgres_server import PostgresUnavailable
+    from .demo.streaming.live import java_missing, live_demo
     from .demo.walkthrough import lookup_demo, operator_demo
 
     if args.serve:
@@ -193,7 +193,7 @@ def parser() -> argparse.ArgumentParser:
         help="how long the streaming part shows enriched rows, from its first micro-batch "
         "with rows (default: 20)",
     )
-    from .demo.stream_watch import WAIT_LIMIT
+    from .demo.streaming.stream_watch import WAIT_LIMIT
 
     d.add_argument(
         "--wait-limit",

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Re-exported: the demo's callers and the tests' fixtures find the binary through here.
 from .redis_binary import (
@@ -26,7 +26,7 @@ from .redis_binary import (
 )
 
 if TYPE_CHECKING:
-    from connectors.redis import RedisLookup
+    pass
 
 STARTUP_TIMEOUT = 20.0
 
@@ -181,24 +181,6 @@ def seed_redis(url: str, users: int = DEMO_USERS) -> None:
         client.set(f"user:{BROKEN_USER}", "{not json")
     finally:
         client.close()
-
-
-def users_store(
-    redis_url: str, postgres_url: str | None = None, redis_lookup: type[RedisLookup] | None = None
-) -> Any:
-    """The demo's users lookup: the PostgreSQL table with ``postgres_url``
-    (:func:`enrich.demo.postgres_store.users_lookup`), else the JSON documents
-    ``user:<id>`` in Redis, through ``redis_lookup`` (``RedisLookup`` by default)."""
-    if postgres_url:
-        from .postgres_store import users_lookup
-
-        return users_lookup(postgres_url)
-    from connectors.redis import RedisLookup
-
-    lookup = redis_lookup or RedisLookup
-    return lookup(
-        redis_url, key_template="user:{}", value="json", schema="name string, tier string"
-    )
 
 
 @contextlib.contextmanager

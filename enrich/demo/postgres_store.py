@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .dimension_service import TIERS
 from .local import DEMO_USERS, Announce
@@ -18,6 +18,7 @@ from .postgres_server import PostgresServer
 
 if TYPE_CHECKING:
     from connectors.postgres import PostgresLookup
+    from connectors.redis import RedisLookup
 
 TABLE = "demo_users"
 USERS_SCHEMA = "name string, tier string"
@@ -59,3 +60,19 @@ def users_lookup(url: str) -> PostgresLookup:
     from connectors.postgres import PostgresLookup
 
     return PostgresLookup(url, table=TABLE, key="id", schema=USERS_SCHEMA)
+
+
+def users_store(
+    redis_url: str, postgres_url: str | None = None, redis_lookup: type[RedisLookup] | None = None
+) -> Any:
+    """The demo's users lookup: the PostgreSQL table with ``postgres_url``
+    (:func:`users_lookup`), else the JSON documents
+    ``user:<id>`` in Redis, through ``redis_lookup`` (``RedisLookup`` by default)."""
+    if postgres_url:
+        return users_lookup(postgres_url)
+    from connectors.redis import RedisLookup
+
+    lookup = redis_lookup or RedisLookup
+    return lookup(
+        redis_url, key_template="user:{}", value="json", schema="name string, tier string"
+    )

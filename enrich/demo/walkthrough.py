@@ -16,7 +16,8 @@ import enrich
 
 from ..engine.runtime import run_sync
 from ..lookup.iterators import dict_rows, lookup_chunks
-from .local import BROKEN_USER, DEMO_USERS, users_store
+from .local import BROKEN_USER, DEMO_USERS
+from .postgres_store import users_store
 
 LATENCY = 0.005  # seconds: a remote store on a good network
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from enrich.demo.live import _stderr_to
+from enrich.demo.streaming.live import _stderr_to
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from enrich.demo.sink_tally import CASES, SinkTally
+from enrich.demo.streaming.sink_tally import CASES, SinkTally
 
 COUNTS_3 = {"rows": 100, "enriched": 85, "unknown user": 5, "null key": 5, "dead letter": 5}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from enrich.demo.stream_watch import (
+from enrich.demo.streaming.stream_watch import (
     Batch,
     Observation,
     Phase,

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from enrich.demo.waits import waiting
+from enrich.demo.streaming.waits import waiting
 
 
 def test_a_wait_is_announced_reminded_and_timed() -> None:

@@ -3,9 +3,9 @@
 A ``rate`` source makes orders (``source="kafka"``: a producer writes them to a topic
 of a Kafka broker the demo starts, :mod:`enrich.demo.kafka_broker`, and Spark's
 ``kafka`` source reads it); two chained lookup joins (Redis users, HTTP credit) enrich
-them into the demo's sink, which counts them by case (:mod:`enrich.demo.sink_tally`).
-Every step that blocks says what it waits for (:mod:`enrich.demo.waits`); while the query
-runs, the live view (:mod:`enrich.demo.live_view`) says which step it waits for until
+them into the demo's sink, which counts them by case (:mod:`enrich.demo.streaming.sink_tally`).
+Every step that blocks says what it waits for (:mod:`enrich.demo.streaming.waits`); while the query
+runs, the live view (:mod:`enrich.demo.streaming.live_view`) says which step it waits for until
 its first micro-batch with rows ends, then shows its numbers for ``duration`` seconds.
 At the end (or on Ctrl-C) the query stops, and the demo prints its totals (rows in,
 enriched, misses, dead letters) and a labelled sample of enriched rows: a hit, a miss, a
@@ -27,8 +27,9 @@ from typing import Any
 
 from connectors.redis import RedisLookup
 
+from ..local import BROKEN_USER, DEMO_USERS
+from ..postgres_store import users_store
 from .live_view import batches_of, watch_live
-from .local import BROKEN_USER, DEMO_USERS, users_store
 from .sink_tally import CASES, SinkTally
 from .stream_watch import WAIT_LIMIT, StreamWatch
 from .waits import waiting
@@ -131,7 +132,7 @@ def _kafka_orders(folder: Path, rows_per_second: int) -> Iterator[str]:
 
     from confluent_kafka import Producer
 
-    from .kafka_broker import KafkaBroker
+    from ..kafka_broker import KafkaBroker
 
     print("   starting a Kafka broker (one KRaft node, on loopback) ...", flush=True)
     broker = KafkaBroker(folder / "kafka").start()
@@ -279,7 +280,7 @@ def _enriched(
 def _connector(kafka: str | None) -> dict[str, Any]:  # session()'s **conf (str values)
     if not kafka:
         return {}
-    from .kafka_broker import connector_jars
+    from ..kafka_broker import connector_jars
 
     return {"spark__jars": ",".join(str(jar) for jar in connector_jars())}
 

@@ -2,7 +2,7 @@
 
 Every :data:`REFRESH` seconds the driver reads the query's progress and status, the
 Spark tasks running and the rows the users join has taken in (its metrics), hands them
-to a :class:`~enrich.demo.stream_watch.StreamWatch`, and shows the watch's live line: a
+to a :class:`~enrich.demo.streaming.stream_watch.StreamWatch`, and shows the watch's live line: a
 table (``rich``, when installed and the output is a terminal) or one plain line every
 :data:`PLAIN_EVERY` seconds, and the last state once the watch is over.
 """

@@ -17,7 +17,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..engine.records.call_metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics
 
 # Seconds a query has, from its start, to end its first micro-batch with rows (the
 # demo's default): on a busy machine Spark's Python workers alone may take a minute.
