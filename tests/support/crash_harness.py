@@ -258,6 +258,8 @@ class Harness:
         interval_ms: int | None = None,
         machine_crash: bool | float = False,
         publish_from: str = "driver",
+        plan: tuple[str, ...] = (),
+        machine_crash_at: tuple[str, ...] = (),
     ) -> None:
         if sink_restart not in (None, *SINK_RESTART_AT):
             raise ValueError(
@@ -272,6 +274,13 @@ class Harness:
         self.publish_from = publish_from  # low-latency: the redis sink's publishFrom
         # True: every kill is a machine crash; a number: the share of kills that are
         self.machine_crash = float(machine_crash)
+        # A plan names the kill points in order (one kill each) instead of drawing `kills`
+        # of them; a kill at a point of machine_crash_at is a machine crash.
+        known = {*POINTS, *LOW_LATENCY_POINTS, *FROM_TASKS_POINTS}
+        unknown = [p for p in (*plan, *machine_crash_at) if p not in known]
+        if unknown:
+            raise ValueError(f"kill points must be among {sorted(known)}, got {unknown}")
+        self.plan, self.machine_crash_at = plan, machine_crash_at
         self._point = ""  # the kill point of the run under way, for the report
         self.restart_dimension = restart_dimension
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -320,6 +329,7 @@ class Harness:
             for i in range(self.orders):
                 client.xadd("orders", {"order_id": i, "user_id": i % USERS, "amount": f"{i}.25"})
         self.report = report = Report()
+        finished = False
         reader = None
         if self.sink != "file":
             reader = Reader(self.sink_server.client(), self.sink, set(range(self.orders)))
@@ -330,20 +340,24 @@ class Harness:
             self.log(f"run: restart the sink's Redis ({self.sink_restart}) at {hook}")
             code = self._start_and_wait(store, dimension, hook, None, client=sink, point="")
             self.log(f"run ended: {code}")
+            finished = code == 0
         # Spark's file sink has no hook: it is killed at random moments only.
         points = POINTS if self.sink != "file" else ("random",)
         if self.sink in LOW_LATENCY:
             points = LOW_LATENCY_POINTS if self.publish_from == "driver" else FROM_TASKS_POINTS
-        plan = [self.rng.choice(points) for _ in range(self.kills)]
+        plan = list(self.plan) or [self.rng.choice(points) for _ in range(self.kills)]
         for point in plan:
             report.runs += 1
             killed = self._run_once(store, dimension, sink, point)
             report.kills += killed
-        for _ in range(4):  # the final, undisturbed run(s) until the job finishes
-            report.runs += 1
-            if self._start_and_wait(store, dimension, None, None) == 0:
+            finished = not killed  # the job ended before the kill point
+        # The final, undisturbed run(s) until the job finishes, unless the last run did.
+        for _ in range(4):
+            if finished:
                 break
-        else:
+            report.runs += 1
+            finished = self._start_and_wait(store, dimension, None, None) == 0
+        if not finished:
             raise AssertionError("the job did not finish after 4 clean runs")
         if reader is not None:
             reader.stopping.set()
@@ -474,8 +488,10 @@ class Harness:
         """SIGKILL the driver's process group; a machine crash (drawn per kill, see
         ``machine_crash``) kills the Python daemons' and workers' groups in the same
         instant, recorded from the job's process tree just before."""
-        machine = self.machine_crash >= 1 or (
-            self.machine_crash > 0 and self.rng.random() < self.machine_crash
+        machine = (
+            self._point in self.machine_crash_at
+            or self.machine_crash >= 1
+            or (self.machine_crash > 0 and self.rng.random() < self.machine_crash)
         )
         groups = python_groups(job.pid) if machine else []
         _kill_groups([job.pid, *groups])
