@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from jobs import _delta
+from jobs import _delta, _stop
 from jobs._config import JobConfig
 from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
@@ -25,6 +25,7 @@ from jobs._lookups import DEAD_LETTER
 
 ERROR_COLUMN = "enrich_error"
 log = logging.getLogger("enrich.jobs")
+_POLL = 0.5  # seconds between looks at a stop request while the query runs
 
 
 def register_data_sources(spark: Any) -> None:
@@ -91,26 +92,26 @@ def start(df: Any, config: JobConfig) -> Any:
 
 
 def await_query(query: Any, duration: float | None, grace: float = 120.0) -> None:
-    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds.
+    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds; on
+    SIGTERM or SIGINT, stop it cleanly (:mod:`jobs._stop`).
 
-    The stop waits (up to ``grace`` seconds) for a micro-batch in progress to commit, so
-    that its rows are written and the stop interrupts no task (Spark logs an interrupted
-    one as an error with a long trace). The query is stopped even if waiting fails.
+    The stop waits (up to ``grace`` seconds) for the micro-batch in progress to commit,
+    so that its rows are written and the stop interrupts no task (Spark logs an
+    interrupted one as an error with a long trace). The query is stopped even if
+    waiting fails.
 
     Returns only when the query stopped without error. Its failure is raised whenever it
     came: at the start, in any micro-batch, in the one still running when ``duration``
-    ran out (the query then ends failed while this waits for it), or in its stop (a
-    ``stop()`` that raises, or a failure Spark recorded as the query stopped).
+    ran out or the signal came (the query then ends failed while this waits for it), or
+    in its stop (a ``stop()`` that raises, or a failure Spark recorded as the query
+    stopped).
     """
     try:
-        if duration is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(duration):
-            log.info(
-                "--duration %gs over: stopping the query once its micro-batch in progress ends",
-                duration,
-            )
-            _let_the_batch_end(query, grace)
+        with _stop.stop_signals() as request:
+            reason = _wait(query, duration, request)
+            if reason is not None:
+                log.info("%s: stopping the query once its micro-batch in progress ends", reason)
+                _let_the_batch_end(query, grace)
     finally:
         if query.isActive:
             query.stop()
@@ -119,12 +120,35 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
         raise failure
 
 
+def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> str | None:
+    """Wait until the query ends (None), ``duration`` runs out or a stop is requested
+    (the reason, for the log)."""
+    deadline = None if duration is None else time.monotonic() + duration
+    while True:
+        left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+        if query.awaitTermination(max(left, 0.0)):
+            return None
+        if request.is_requested():
+            return str(request.signal_name)
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"--duration {duration:g}s over"
+
+
 def _let_the_batch_end(query: Any, grace: float) -> None:
+    # The batch in progress has ended when the trigger is idle, or when Spark reports a
+    # batch after the one it last reported (with data always there, the next trigger
+    # starts at once: an idle trigger may never be seen).
     deadline = time.monotonic() + grace
+    before = _last_batch(query)
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
+        if not query.status.get("isTriggerActive", False) or _last_batch(query) > before:
             return
-        time.sleep(0.1)
+        time.sleep(0.05)
+
+
+def _last_batch(query: Any) -> int:
+    last = query.lastProgress
+    return -1 if last is None else int(last["batchId"])
 
 
 def _trigger(writer: Any, trigger: str | None, source: Endpoint | None) -> Any:
