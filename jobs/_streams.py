@@ -108,10 +108,10 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
     """
     try:
         with _stop.stop_signals() as request:
-            reason = _wait(query, duration, request)
+            reason, seen = _wait(query, duration, request)
             if reason is not None:
                 log.info("%s: stopping the query once its micro-batch in progress ends", reason)
-                _let_the_batch_end(query, grace)
+                _let_the_batch_end(query, grace, seen)
     finally:
         if query.isActive:
             query.stop()
@@ -120,28 +120,30 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
         raise failure
 
 
-def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> str | None:
+def _wait(
+    query: Any, duration: float | None, request: _stop.StopRequest
+) -> tuple[str | None, int]:
     """Wait until the query ends (None), ``duration`` runs out or a stop is requested
-    (the reason, for the log)."""
+    (the reason, for the log); with the last batch Spark had reported before that."""
     deadline = None if duration is None else time.monotonic() + duration
     while True:
+        seen = _last_batch(query)  # read before the wait: a batch ending in it counts
         left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
         if query.awaitTermination(max(left, 0.0)):
-            return None
+            return None, seen
         if request.is_requested():
-            return str(request.signal_name)
+            return str(request.signal_name), seen
         if deadline is not None and time.monotonic() >= deadline:
-            return f"--duration {duration:g}s over"
+            return f"--duration {duration:g}s over", seen
 
 
-def _let_the_batch_end(query: Any, grace: float) -> None:
+def _let_the_batch_end(query: Any, grace: float, seen: int) -> None:
     # The batch in progress has ended when the trigger is idle, or when Spark reports a
-    # batch after the one it last reported (with data always there, the next trigger
-    # starts at once: an idle trigger may never be seen).
+    # batch after ``seen`` (with data always there, the next trigger starts at once: an
+    # idle trigger may never be seen).
     deadline = time.monotonic() + grace
-    before = _last_batch(query)
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False) or _last_batch(query) > before:
+        if not query.status.get("isTriggerActive", False) or _last_batch(query) > seen:
             return
         time.sleep(0.05)
 

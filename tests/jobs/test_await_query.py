@@ -161,7 +161,7 @@ def test_a_signal_stops_the_query_once_the_batch_in_progress_is_reported(
     progress report after the one seen when the signal came."""
     before = signal.getsignal(signum)
     query = ScriptedQuery(
-        trigger_active=(True,) * 1000, last_batches=(7, 7, 7, 8), on_first_wait=_signal(signum)
+        trigger_active=(True,) * 1000, last_batches=(7, 7, 8), on_first_wait=_signal(signum)
     )
     _streams.await_query(query, None, grace=3600.0)
     assert query.stops == 1
