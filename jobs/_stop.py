@@ -50,9 +50,10 @@ class StopRequest:
 
 @contextlib.contextmanager
 def stop_signals(signals: tuple[signal.Signals, ...] = SIGNALS) -> Iterator[StopRequest]:
-    """Within: the first of ``signals`` sets the yielded :class:`StopRequest`; a second raises :class:`KeyboardInterrupt`. The handlers before are restored
-    on the way out. Outside the main thread (where Python cannot take signals) the
-    request is never set and nothing is installed."""
+    """Within: the first of ``signals`` sets the yielded :class:`StopRequest`; a second
+    raises :class:`KeyboardInterrupt`. The handlers before are restored on the way out.
+    Outside the main thread (where Python cannot take signals) the request is never set
+    and nothing is installed."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request

@@ -120,9 +120,7 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
         raise failure
 
 
-def _wait(
-    query: Any, duration: float | None, request: _stop.StopRequest
-) -> tuple[str | None, int]:
+def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> tuple[str | None, int]:
     """Wait until the query ends (None), ``duration`` runs out or a stop is requested
     (the reason, for the log); with the last batch Spark had reported before that."""
     deadline = None if duration is None else time.monotonic() + duration

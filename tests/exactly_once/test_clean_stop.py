@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -115,7 +114,9 @@ def start_job(config: Path, run: int) -> subprocess.Popen[bytes]:
 def batches(checkpoint: Path, log: str) -> list[int]:
     """The batch ids in the checkpoint's ``offsets`` (planned) or ``commits`` log."""
     folder = checkpoint / log
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
+    return (
+        sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
+    )
 
 
 def wait_until(condition: Callable[[], bool], job: subprocess.Popen[bytes], what: str) -> None:
@@ -215,7 +216,9 @@ def clean_stop_and_restart(tmp_path: Path) -> list[float]:
         server.stop()
 
 
-@pytest.mark.parametrize("run", [0, *(pytest.param(n, marks=pytest.mark.soak) for n in range(1, 5))])
+@pytest.mark.parametrize(
+    "run", [0, *(pytest.param(n, marks=pytest.mark.soak) for n in range(1, 5))]
+)
 def test_sigterm_stops_at_a_batch_boundary_and_a_restart_continues_exactly_once(
     tmp_path: Path, run: int
 ) -> None:
