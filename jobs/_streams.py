@@ -127,7 +127,8 @@ def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> tup
     while True:
         seen = _last_batch(query)  # read before the wait: a batch ending in it counts
         left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
-        if query.awaitTermination(max(left, 0.0)):
+        # pyspark refuses a timeout <= 0, the JVM one under a millisecond
+        if query.awaitTermination(max(left, 0.001)):
             return None, seen
         if request.is_requested():
             return str(request.signal_name), seen

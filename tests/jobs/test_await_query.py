@@ -64,6 +64,8 @@ class ScriptedQuery:
         if self.on_first_wait is not None:
             self.on_first_wait, call = None, self.on_first_wait
             call()
+        if timeout is not None and timeout < 0.001:  # pyspark and the JVM refuse it
+            raise ValueError(f"timeout must be at least a millisecond, got {timeout}")
         if self.await_raises is not None:
             self.isActive = False
             self._exception = self.await_raises
