@@ -3,12 +3,14 @@
 The job (redis-stream -> lookup_join on Redis -> an async function -> the redis sink,
 exactly once) runs as users run it, a process of its own, while a producer appends
 orders. Once the query runs steadily, the test sends SIGTERM to the job's process alone
-(as a service manager does) and checks: exit code 0 within :data:`BOUND` seconds; the
-micro-batch Spark had planned when the signal came is committed (the stop waited for
-it); every ``open()`` of the async function had its ``close()``; no process the job
-started is left; no connection of the job is left open on Redis. Then the job restarts
-from the same checkpoint, drains what was produced meanwhile, is stopped the same way,
-and the sink must hold every order exactly once, with no staging left.
+(as a service manager does) while a micro-batch is in progress (planned in the
+checkpoint's offsets log, not yet in its commits log) and checks: exit code 0 within
+:data:`BOUND` seconds; that micro-batch is committed (the stop waited for it); each
+step's metrics summary logged after the stop request; every ``open()`` of the async
+function had its ``close()``; no process the job started is left; no connection of the
+job is left open on Redis. Then the job restarts
+from the same checkpoint, drains what was produced meanwhile, is stopped the same way
+(idle by then), and the sink must hold every order exactly once, with no staging left.
 """
 
 from __future__ import annotations
@@ -131,10 +133,19 @@ def output(config: Path, run: int) -> str:
     return (config.parent / f"out-{run}.txt").read_text(errors="replace")
 
 
-def sigterm(job: subprocess.Popen[bytes], checkpoint: Path) -> tuple[float, int, dict[int, str]]:
-    """SIGTERM to the job's process alone; returns the seconds until it exited, the batch
-    planned when the signal came, and what was left of its process tree after it
-    exited (allowing the JVM's Python daemon a few seconds to see its parent gone)."""
+def sigterm(
+    job: subprocess.Popen[bytes], checkpoint: Path, mid_batch: bool
+) -> tuple[float, int, dict[int, str]]:
+    """SIGTERM to the job's process alone (with ``mid_batch``, once a micro-batch is in
+    progress: planned, not yet committed); returns the seconds until it exited, the
+    last batch planned when the signal came, and what was left of its process tree
+    after it exited (allowing the JVM's Python daemon a few seconds to see it gone)."""
+    if mid_batch:
+        wait_until(
+            lambda: batches(checkpoint, "offsets")[-1] > batches(checkpoint, "commits")[-1],
+            job,
+            "a micro-batch in progress",
+        )
     tree = descendants(job.pid)
     planned = batches(checkpoint, "offsets")[-1]
     sent = time.monotonic()
@@ -150,15 +161,19 @@ def sigterm(job: subprocess.Popen[bytes], checkpoint: Path) -> tuple[float, int,
 
 
 def stop_and_check(
-    job: subprocess.Popen[bytes], config: Path, run: int, client: redis.Redis
+    job: subprocess.Popen[bytes], config: Path, run: int, client: redis.Redis, mid_batch: bool
 ) -> float:
     checkpoint = config.parent / "checkpoint"
-    took, planned, left = sigterm(job, checkpoint)
+    took, planned, left = sigterm(job, checkpoint, mid_batch)
     said = output(config, run)
     assert job.returncode == 0, said[-3000:]
-    assert "SIGTERM: stopping the query once its micro-batch in progress ends" in said
+    request = "SIGTERM: stopping the query once its micro-batch in progress ends"
+    assert request in said
+    # the metrics flushed: each step's summary, after the stop was requested
+    after = said.split(request, 1)[1]
+    assert "enrich.jobs: join_0: rows" in after and "enrich.jobs: map_1: rows" in after
     assert planned in batches(checkpoint, "commits"), (
-        f"batch {planned}, planned when SIGTERM came, was not committed: {said[-2000:]}"
+        f"batch {planned}, in progress when SIGTERM came, was not committed: {said[-2000:]}"
     )
     assert left == {}, f"processes left behind: {left}"
     assert int(client.get(OPENS) or 0) == int(client.get(CLOSES) or 0) > 0
@@ -188,7 +203,7 @@ def clean_stop_and_restart(tmp_path: Path) -> list[float]:
         job = start_job(config, 0)
         # Steady: two micro-batches after the first (which takes the start-up's backlog).
         wait_until(lambda: len(batches(checkpoint, "commits")) >= 3, job, "3 batches")
-        took = [stop_and_check(job, config, 0, client)]
+        took = [stop_and_check(job, config, 0, client, mid_batch=True)]
 
         job = start_job(config, 1)  # the producer went on meanwhile
         first = batches(checkpoint, "commits")[-1]
@@ -196,7 +211,7 @@ def clean_stop_and_restart(tmp_path: Path) -> list[float]:
         sent = producer.finish()
         producer = None
         wait_until(lambda: client.xlen("enriched") >= sent, job, f"{sent} orders in the sink")
-        took.append(stop_and_check(job, config, 1, client))
+        took.append(stop_and_check(job, config, 1, client, mid_batch=False))  # drained: idle
         job = None
 
         ids = sink_order_ids(client)
