@@ -137,30 +137,36 @@ def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> tup
 
 
 def _let_the_batch_end(query: Any, grace: float, seen: int) -> None:
-    # The batch in progress has ended when Spark has committed every batch it planned,
-    # or reports a batch after ``seen`` (with data always there, the next batch is
-    # planned at once: a moment with nothing in progress may never be seen).
+    # Through the JVM: the last batch Spark planned (its offset log) is the one to wait
+    # for, until its commit log has it; a batch planned after that is cancelled by the
+    # stop. Without the logs (Spark Connect, a test's stand-in): until the trigger is
+    # idle or Spark reports a batch after ``seen``.
     deadline = time.monotonic() + grace
+    logs = _logs(query)
+    target = None if logs is None else _latest(logs[0])
     while query.isActive and time.monotonic() < deadline:
-        if not _batch_in_progress(query) or _last_batch(query) > seen:
+        if logs is not None:
+            committed = _latest(logs[1])
+            if target is None or (committed is not None and committed >= target):
+                return
+        elif not query.status.get("isTriggerActive", False) or _last_batch(query) > seen:
             return
         time.sleep(0.05)
 
 
-def _batch_in_progress(query: Any) -> bool:
-    """Whether Spark planned a micro-batch it has not committed: the query's offset log
-    ahead of its commit log (read through the JVM, wherever the checkpoint is). Where
-    the logs cannot be read (Spark Connect has no JVM handle), whether a trigger is
-    active (which Spark 4 may report false while a planned batch still runs)."""
+def _logs(query: Any) -> tuple[Any, Any] | None:
+    """The query's offset and commit logs (JVM objects), or None where there is no JVM
+    query to ask (Spark Connect, a test's stand-in) or its internals are renamed."""
     try:
         execution = query._jsq.streamingQuery()
-        planned = execution.offsetLog().getLatestBatchId()
-        committed = execution.commitLog().getLatestBatchId()
-    except Exception:  # no JVM query (Connect, a test's stand-in), or internals renamed
-        return bool(query.status.get("isTriggerActive", False))
-    if not planned.isDefined():
-        return False
-    return not committed.isDefined() or int(committed.get()) < int(planned.get())
+        return execution.offsetLog(), execution.commitLog()
+    except Exception:
+        return None
+
+
+def _latest(log: Any) -> int | None:
+    latest = log.getLatestBatchId()  # a Scala Option
+    return int(latest.get()) if latest.isDefined() else None
 
 
 def _last_batch(query: Any) -> int:
