@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any
 
-from jobs import _delta
+from jobs import _delta, _stop
 from jobs._config import JobConfig
 from jobs._endpoints import Endpoint
 from jobs._files import ConfigError
@@ -25,6 +25,7 @@ from jobs._lookups import DEAD_LETTER
 
 ERROR_COLUMN = "enrich_error"
 log = logging.getLogger("enrich.jobs")
+_POLL = 0.5  # seconds between looks at a stop request while the query runs
 
 
 def register_data_sources(spark: Any) -> None:
@@ -91,26 +92,26 @@ def start(df: Any, config: JobConfig) -> Any:
 
 
 def await_query(query: Any, duration: float | None, grace: float = 120.0) -> None:
-    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds.
+    """Wait until ``query`` ends; with ``duration``, stop it after that many seconds; on
+    SIGTERM or SIGINT, stop it cleanly (:mod:`jobs._stop`).
 
-    The stop waits (up to ``grace`` seconds) for a micro-batch in progress to commit, so
-    that its rows are written and the stop interrupts no task (Spark logs an interrupted
-    one as an error with a long trace). The query is stopped even if waiting fails.
+    The stop waits (up to ``grace`` seconds) for the micro-batch in progress to commit,
+    so that its rows are written and the stop interrupts no task (Spark logs an
+    interrupted one as an error with a long trace). The query is stopped even if
+    waiting fails.
 
     Returns only when the query stopped without error. Its failure is raised whenever it
     came: at the start, in any micro-batch, in the one still running when ``duration``
-    ran out (the query then ends failed while this waits for it), or in its stop (a
-    ``stop()`` that raises, or a failure Spark recorded as the query stopped).
+    ran out or the signal came (the query then ends failed while this waits for it), or
+    in its stop (a ``stop()`` that raises, or a failure Spark recorded as the query
+    stopped).
     """
     try:
-        if duration is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(duration):
-            log.info(
-                "--duration %gs over: stopping the query once its micro-batch in progress ends",
-                duration,
-            )
-            _let_the_batch_end(query, grace)
+        with _stop.stop_signals() as request:
+            reason, seen = _wait(query, duration, request)
+            if reason is not None:
+                log.info("%s: stopping the query once its micro-batch in progress ends", reason)
+                _let_the_batch_end(query, grace, seen)
     finally:
         if query.isActive:
             query.stop()
@@ -119,12 +120,58 @@ def await_query(query: Any, duration: float | None, grace: float = 120.0) -> Non
         raise failure
 
 
-def _let_the_batch_end(query: Any, grace: float) -> None:
+def _wait(query: Any, duration: float | None, request: _stop.StopRequest) -> tuple[str | None, int]:
+    """Wait until the query ends (None), ``duration`` runs out or a stop is requested
+    (the reason, for the log); with the last batch Spark had reported before that."""
+    deadline = None if duration is None else time.monotonic() + duration
+    while True:
+        seen = _last_batch(query)  # read before the wait: a batch ending in it counts
+        left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+        # pyspark refuses a timeout <= 0, the JVM one under a millisecond
+        if query.awaitTermination(max(left, 0.001)):
+            return None, seen
+        if request.is_requested():
+            return str(request.signal_name), seen
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"--duration {duration:g}s over", seen
+
+
+def _let_the_batch_end(query: Any, grace: float, seen: int) -> None:
+    # Through the JVM: the last batch Spark planned (its offset log) is the one to wait
+    # for, until its commit log has it; a batch planned after that is cancelled by the
+    # stop. Without the logs (Spark Connect, a test's stand-in): until the trigger is
+    # idle or Spark reports a batch after ``seen``.
     deadline = time.monotonic() + grace
+    logs = _logs(query)
+    target = None if logs is None else _latest(logs[0])
     while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
+        if logs is not None:
+            committed = _latest(logs[1])
+            if target is None or (committed is not None and committed >= target):
+                return
+        elif not query.status.get("isTriggerActive", False) or _last_batch(query) > seen:
             return
-        time.sleep(0.1)
+        time.sleep(0.05)
+
+
+def _logs(query: Any) -> tuple[Any, Any] | None:
+    """The query's offset and commit logs (JVM objects), or None where there is no JVM
+    query to ask (Spark Connect, a test's stand-in) or its internals are renamed."""
+    try:
+        execution = query._jsq.streamingQuery()
+        return execution.offsetLog(), execution.commitLog()
+    except Exception:
+        return None
+
+
+def _latest(log: Any) -> int | None:
+    latest = log.getLatestBatchId()  # a Scala Option
+    return int(latest.get()) if latest.isDefined() else None
+
+
+def _last_batch(query: Any) -> int:
+    last = query.lastProgress
+    return -1 if last is None else int(last["batchId"])
 
 
 def _trigger(writer: Any, trigger: str | None, source: Endpoint | None) -> Any:

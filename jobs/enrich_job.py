@@ -5,7 +5,8 @@
 The same job runs with ``enrich run job.yaml``. The config (YAML, JSON or TOML) is
 described in ``jobs/_config.py``; ``examples/`` has configs that run as they are. A
 streaming job runs until its input is drained (files: ``availableNow``), until
-``--duration`` seconds have passed, or until it is stopped (Ctrl-C). One metrics line
+``--duration`` seconds have passed, or until it is stopped: SIGTERM or SIGINT (Ctrl-C)
+stop it once its micro-batch in progress has committed (:mod:`jobs._stop`). One metrics line
 per join and micro-batch is logged, and a summary per join at the end.
 
 It ends in one line: when the query fails, the root cause (the library's error, with
