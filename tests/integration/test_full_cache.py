@@ -27,6 +27,7 @@ from enrich.lookup.lane.run import ColumnarLane
 from enrich.lookup.outcome import ColumnarJoined
 from enrich.testing import FakeClock
 from tests.integration.conftest import MakeRedis, command_calls
+from tests.support.full_cache_calls import lookup, stats, wait_load
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,26 +41,6 @@ def put_users(client: redis.Redis, keys: range, version: int, template: str = "u
     for key in keys:
         pipe.set(template.format(key), json.dumps({"name": f"u{key}", "version": version}))
     pipe.execute()
-
-
-def lookup(source: Any, keys: list[Any]) -> dict[Any, Any]:
-    return dict(run_sync(lambda: source.lookup_many(keys), timeout=20))
-
-
-def stats(source: FullCacheSource) -> Any:
-    async def read() -> Any:
-        return source.statistics()
-
-    return run_sync(read, timeout=10)
-
-
-def wait_load(source: FullCacheSource) -> None:
-    """Wait for the load running now (started by a timer the fake clock ran)."""
-
-    async def wait() -> None:
-        await source.dimension().wait_loaded()
-
-    run_sync(wait, timeout=20)
 
 
 @pytest.fixture

@@ -4,35 +4,16 @@ reload keeping the old snapshot."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from enrich import FullCache, FullCacheSource
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
 from tests.integration.conftest import MakeHttp
+from tests.support.full_cache_calls import lookup, stats, wait_load
 from tests.support.http_server import LIST_PATH, HttpTestServer
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def lookup(source: Any, keys: list[Any]) -> dict[Any, Any]:
-    return dict(run_sync(lambda: source.lookup_many(keys), timeout=20))
-
-
-def statistics(source: FullCacheSource) -> Any:
-    async def read() -> Any:
-        return source.statistics()
-
-    return run_sync(read, timeout=10)
-
-
-def wait_load(source: FullCacheSource) -> None:
-    async def wait() -> None:
-        await source.dimension().wait_loaded()
-
-    run_sync(wait, timeout=20)
 
 
 def test_the_list_endpoint_is_read_page_by_page_and_lookups_request_nothing(
@@ -50,7 +31,7 @@ def test_the_list_endpoint_is_read_page_by_page_and_lookups_request_nothing(
     pages = [r.raw_path for r in http_server.requests]
     # 8 items, 3 a page: pages 0-2 hold them, page 3 is empty and ends the listing.
     assert pages == [f"{LIST_PATH}?page={p}&size=3" for p in range(4)]
-    assert statistics(source).rows == 8
+    assert stats(source).rows == 8
     lookup(source, list(range(100)))
     assert len(http_server.requests) == 4  # no request per key
     run_sync(source.aclose, timeout=10)
@@ -68,7 +49,7 @@ def test_a_failing_list_endpoint_keeps_the_old_snapshot_and_is_retried(
     http_server.fail(LIST_PATH, 503, times=1)
     clock.advance(30)
     wait_load(source)
-    failed = statistics(source)
+    failed = stats(source)
     assert (failed.loads, failed.failed_loads) == (1, 1)
     assert lookup(source, [1])[1] == ("old", 1)  # still served
     clock.advance(5)  # the retry

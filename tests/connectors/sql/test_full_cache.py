@@ -4,34 +4,15 @@ served while the database is down, reloaded when it is back."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from enrich import FullCache, FullCacheSource, LoadTimedOut, lookup_rows
 from enrich.engine.runtime import run_sync
 from enrich.testing import FakeClock
 from tests.connectors.sql.conftest import Store
+from tests.support.full_cache_calls import lookup, stats, wait_load
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def lookup(source: Any, keys: list[Any]) -> dict[Any, Any]:
-    return dict(run_sync(lambda: source.lookup_many(keys), timeout=20))
-
-
-def stats(source: FullCacheSource) -> Any:
-    async def read() -> Any:
-        return source.statistics()
-
-    return run_sync(read, timeout=10)
-
-
-def wait_load(source: FullCacheSource) -> None:
-    async def wait() -> None:
-        await source.dimension().wait_loaded()
-
-    run_sync(wait, timeout=30)
 
 
 def test_whole_table_loaded_by_pages_with_one_to_many_keys_whole(store: Store) -> None:
