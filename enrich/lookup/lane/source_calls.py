@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,8 +32,7 @@ import pyarrow as pa
 
 from ..._errors import LookupTimeout
 from ...engine.clock import LoopClock
-from ...engine.mailbox.hold import Deadline, Hold, set_hold
-from ...engine.mailbox.within import wait_within
+from ...engine.mailbox.within import call_within
 from ..contract.columnar_answer import (
     ColumnarAnswer,
     ColumnarSource,
@@ -182,27 +182,18 @@ class LaneCalls:
                 return await self._call(part, number, resolved)
             except Exception as error:  # the call's own failure: its keys' outcome
                 return self.failed(part, error, number)
-        loop = asyncio.get_running_loop()
-        # The call's own hold, in this task's context (the call's task inherits it): a
-        # source marks its waits for a connection, a permit or a load in it
-        # (held_back), and they move this call's deadline alone.
-        clock = LoopClock(loop)
-        hold = Hold(clock)
-        set_hold(hold)
-        began = loop.time()
+        # The call's own hold and deadline: a source marks its waits for a connection,
+        # a permit or a load (held_back), and they move this call's deadline alone.
         stop = start + len(part)
-        deadline = Deadline(began, budget.seconds(start, stop), hold)
-        call = loop.create_task(self._call(part, number, resolved))
-        try:
-            late = await wait_within([call], deadline, clock)
-        except asyncio.CancelledError:  # the lane was closed: asyncio.wait leaves it be
-            call.cancel()
-            raise
-        finally:
-            budget.spend(start, stop, loop.time() - began - hold.held())
-        if late:
-            call.cancel()
+        timed = await call_within(
+            partial(self._call, part, number, resolved),
+            budget.seconds(start, stop),
+            LoopClock(asyncio.get_running_loop()),
+        )
+        budget.spend(start, stop, timed.spent)
+        if timed.late:
             return self.failed(part, None, number)
+        call = timed.task
         raised = call.exception()
         if raised is not None:
             return self.failed(part, raised, number)

@@ -24,8 +24,8 @@ from typing import Any
 
 from ..._errors import LookupTimeout
 from ...engine.clock import Clock
-from ...engine.mailbox.hold import Deadline, Hold, set_hold
-from ...engine.mailbox.within import wait_within
+from ...engine.mailbox.hold import Hold, set_hold
+from ...engine.mailbox.within import call_within
 from ...engine.records.call_metrics import JoinMetrics
 from ..contract.lookup_source import LookupSource, hands_over_each
 from .registry import Registry
@@ -155,20 +155,10 @@ class Batcher:
                 set_hold(self._hold)  # this task's own context: whatever scheduled it
             await self._ask(keys, left)
             return
-        # The request's own hold, in this task's context (the call's task inherits it).
-        hold = Hold(clock, parent=self._hold)
-        set_hold(hold)
+        # The request's own hold and deadline; its waits mark the run's hold too.
         started = clock.now()
-        call = asyncio.get_running_loop().create_task(self._ask(keys, left))
-        try:
-            late = await wait_within([call], Deadline(started, self._timeout, hold), clock)
-        except asyncio.CancelledError:  # the join was closed
-            call.cancel()
-            raise
-        if not late:
-            return
-        call.cancel()
-        if left:  # the store did not answer them in time
+        timed = await call_within(lambda: self._ask(keys, left), self._timeout, clock, self._hold)
+        if timed.late and left:  # the store did not answer them in time
             metrics.latency.record(clock.now() - started)
             attempt, timeout = self._registry.attempt, self._timeout
             late_keys = list(left)
