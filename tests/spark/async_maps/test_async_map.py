@@ -256,7 +256,7 @@ def test_a_batch_function_gets_lists_of_batch_size_rows(
     rows = {r.key: r.name for r in out.collect()}
     assert rows == {**{f"b{i}": f"B{i}" for i in range(9)}, "b9": None}
     sizes = [len(json.loads(r.body)) for r in http_server.requests if r.method == "POST"]
-    assert sizes == [4, 4, 2]
+    assert sorted(sizes) == [2, 4, 4]  # the three batches are in flight at once: any order
 
 
 def test_a_row_waiting_for_a_rate_limit_permit_does_not_time_out(
