@@ -41,6 +41,8 @@ columns (:mod:`.describe`).
 
 from __future__ import annotations
 
-from .source import MySqlLookup
+from .source import (
+    MySqlLookup as MySqlLookup,
+)
 
 __all__ = ("MySqlLookup",)

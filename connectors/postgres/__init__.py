@@ -39,6 +39,8 @@ table's columns (:mod:`.describe`).
 
 from __future__ import annotations
 
-from .source import PostgresLookup
+from .source import (
+    PostgresLookup as PostgresLookup,
+)
 
 __all__ = ("PostgresLookup",)

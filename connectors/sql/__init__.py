@@ -53,18 +53,37 @@ retryable, one line naming it, no secret), and implements ``scan_dimension``
 
 from __future__ import annotations
 
-from .answers import RowReader, dimension_pages, fit_key, store_key
-from .columns import Column, UnmappableColumn, schema_from_columns
-from .lookup import SqlLookup
-from .settings import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_MAX_LIFETIME,
-    DEFAULT_POOL_SIZE,
-    DEFAULT_TIMEOUT,
-    SqlSettings,
+from .answers import (
+    RowReader as RowReader,
+    dimension_pages as dimension_pages,
+    fit_key as fit_key,
+    store_key as store_key,
 )
-from .target import KEYS_PARAMETER, Dialect, Target, batch_statement, full_statement
-from .url import DatabaseUrl
+from .columns import (
+    Column as Column,
+    UnmappableColumn as UnmappableColumn,
+    schema_from_columns as schema_from_columns,
+)
+from .lookup import (
+    SqlLookup as SqlLookup,
+)
+from .settings import (
+    DEFAULT_MAX_BATCH as DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_LIFETIME as DEFAULT_MAX_LIFETIME,
+    DEFAULT_POOL_SIZE as DEFAULT_POOL_SIZE,
+    DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+    SqlSettings as SqlSettings,
+)
+from .target import (
+    KEYS_PARAMETER as KEYS_PARAMETER,
+    Dialect as Dialect,
+    Target as Target,
+    batch_statement as batch_statement,
+    full_statement as full_statement,
+)
+from .url import (
+    DatabaseUrl as DatabaseUrl,
+)
 
 __all__ = (
     "DatabaseUrl",

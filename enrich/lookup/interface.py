@@ -25,7 +25,7 @@ What the two share besides lives below them: the outcomes
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -184,3 +184,48 @@ class JoinEngine(Protocol):
     def statistics(self) -> JoinMetrics:
         """What the engine did so far, over all its runs (a copy)."""
         ...
+
+
+def joined_batches(
+    engine: JoinEngine,
+    batches: Iterable[pa.RecordBatch],
+    on: Sequence[int],
+    chunk_rows: int,
+    struct_type: pa.StructType,
+) -> Generator[tuple[pa.RecordBatch, ArrowJoined], None, None]:
+    """``batches`` joined by ``engine``: each cut into chunks of at most ``chunk_rows``
+    rows (their key columns at positions ``on``), fed lazily (so at most the engine's
+    capacity in flight), and per result, as soon as it comes back, the input rows its
+    output rows come from and its :class:`ArrowJoined` (``struct_type`` structs).
+
+    No chunk (only empty batches): nothing is yielded and the engine never runs. Closing
+    the iterator cancels what is still in flight."""
+
+    feed = chunked(engine, batches, on, chunk_rows)
+    first = next(feed, None)
+    if first is None:
+        return
+    run = engine.run(_prepend(first, feed))
+    try:
+        for joined in run:
+            arrow = joined.arrow(struct_type)
+            yield arrow.input_rows(joined.tag), arrow
+    finally:
+        run.close()
+
+
+def chunked(
+    engine: JoinEngine, batches: Iterable[pa.RecordBatch], on: Sequence[int], chunk_rows: int
+) -> Iterator[tuple[pa.RecordBatch, Any]]:
+    """``batches`` cut into chunks ``(rows, keys)`` of at most ``chunk_rows`` rows, the
+    keys (the columns at positions ``on``) in ``engine``'s form; an empty batch gives
+    none."""
+    for batch in batches:
+        for start in range(0, batch.num_rows, chunk_rows):
+            piece = batch.slice(start, chunk_rows)
+            yield piece, engine.chunk_keys([piece.column(i) for i in on])
+
+
+def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
-from .job_rate import JobRateLimit
+from .job_rate import (
+    JobRateLimit as JobRateLimit,
+)
 
 __all__ = ("JobRateLimit",)

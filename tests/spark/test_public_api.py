@@ -26,8 +26,13 @@ FACES = (
     "enrich.spark.sql",
     "enrich.spi",
     "enrich.testing",
+    "enrich.protect",
+    "enrich.spark.sink.kafka_eos",
     "connectors.redis",
     "connectors.http",
+    "connectors.sql",
+    "connectors.postgres",
+    "connectors.mysql",
 )
 FACADES = {"enrich.spi"}  # modules whose every public name is there to be imported
 IMPORTED = re.compile(r"from ((?:enrich|connectors)[\w.]*) import ([\w ,]+)")

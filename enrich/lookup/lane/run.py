@@ -49,7 +49,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...engine.records.call_metrics import JoinMetrics
+from ...engine.records.call_metrics import JoinMetrics, record_concurrency
 from ...engine.records.failure import Failed
 from ...engine.runtime import get_loop
 from ..cache.lookup_cache import MISS, LookupCache
@@ -170,7 +170,8 @@ class ColumnarLane:
         return keys
 
     def statistics(self) -> JoinMetrics:
-        """The lane's metrics so far (a copy)."""
+        """The lane's metrics so far (a copy, with the store's adaptive limit if any)."""
+        record_concurrency(self.metrics, self.source)
         copy = JoinMetrics()
         copy.merge(self.metrics)
         return copy

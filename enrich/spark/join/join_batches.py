@@ -13,7 +13,7 @@ last chunk is out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...engine.records.arrow_types import arrow_schema
-from ...engine.records.call_metrics import JoinMetrics, record_concurrency
+from ...engine.records.call_metrics import JoinMetrics
 from ...lookup.contract.lookup_source import LookupSource
 from ...lookup.engines import engine_for
-from ...lookup.interface import Joined, JoinEngine
+from ...lookup.interface import ArrowJoined, JoinEngine, joined_batches
 from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
 from ..metrics.metric_rows import observed_batches, report, run_of
 
@@ -52,6 +52,16 @@ class JoinPlan:
     settings: JoinSettings = field(default_factory=JoinSettings)
     accumulator: Any = None
     observed: bool = False
+    # Derived once, where the plan is built (the driver), and pickled with it.
+    _added: tuple[pa.Field, ...] = field(init=False, repr=False, compare=False)
+    _struct: pa.StructType = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        added = list(arrow_schema(self.source.schema, self.columns))
+        if self.with_error:
+            added.append(pa.field(self.error_column, pa.string()))
+        object.__setattr__(self, "_added", tuple(added))
+        object.__setattr__(self, "_struct", pa.struct(list(arrow_schema(self.source.schema))))
 
     @property
     def with_error(self) -> bool:
@@ -68,16 +78,13 @@ class JoinPlan:
 
     def arrow_fields(self) -> list[pa.Field]:
         """The Arrow fields the lookup adds: the dimension columns, then the reason."""
-        fields = list(arrow_schema(self.source.schema, self.columns))
-        if self.with_error:
-            fields.append(pa.field(self.error_column, pa.string()))
-        return fields
+        return list(self._added)
 
     @property
     def struct_type(self) -> pa.StructType:
         """The Arrow struct of the dimension's fields, by their own names (a prefix
         renames the output columns only)."""
-        return pa.struct(list(arrow_schema(self.source.schema)))
+        return self._struct
 
     def engine(self, columns: Sequence[pa.Array]) -> JoinEngine:
         """The engine for key columns like ``columns`` (the first batch's; none: the
@@ -86,31 +93,18 @@ class JoinPlan:
         first = columns[0] if columns else None
         return engine_for(self.source, self.settings, first, len(columns))
 
-    def chunks(
-        self, engine: JoinEngine, batches: Iterable[pa.RecordBatch]
-    ) -> Iterator[tuple[pa.RecordBatch, Any]]:
-        """``batches`` cut into chunks ``(rows, keys)`` of at most :attr:`chunk_rows`
-        rows, the keys in ``engine``'s form (an empty batch gives none)."""
-        size = self.chunk_rows
-        on = self.on
-        for batch in batches:
-            for start in range(0, batch.num_rows, size):
-                piece = batch.slice(start, size)
-                yield piece, engine.chunk_keys([piece.column(i) for i in on])
-
     def output(
-        self, joined: Joined, schema: pa.Schema, struct_type: pa.StructType
+        self, rows: pa.RecordBatch, arrow: ArrowJoined, schema: pa.Schema
     ) -> pa.RecordBatch | None:
-        """The output batch of a joined chunk whose tag is its input rows: those rows,
-        the dimension columns and (``with_error``) the reason; None when no row is left."""
-        arrow = joined.arrow(struct_type)
-        batch = arrow.input_rows(joined.tag)
-        if batch.num_rows == 0:
+        """The output batch of a joined chunk: its input ``rows`` the output rows come
+        from, the dimension columns and (``with_error``) the reason; None when no row is
+        left."""
+        if rows.num_rows == 0:
             return None
-        arrays = [*batch.columns, *arrow.structs.flatten()]
+        arrays = [*rows.columns, *arrow.structs.flatten()]
         if self.with_error:
             errors = arrow.errors
-            arrays.append(errors if errors is not None else pa.nulls(batch.num_rows, pa.string()))
+            arrays.append(errors if errors is not None else pa.nulls(rows.num_rows, pa.string()))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def report(self, engine: JoinEngine) -> JoinMetrics:
@@ -118,8 +112,7 @@ class JoinPlan:
         ``(name, query id, batch id)`` (both None outside a streaming query), and to the
         driver's inbox (:mod:`enrich.spark.metrics.inbox`: Spark may never read the
         accumulator update of a task whose output it stopped reading); returns them."""
-        metrics = engine.statistics()
-        record_concurrency(metrics, self.source)  # a store's adaptive limit, if any
+        metrics = engine.statistics()  # with the store's adaptive limit, if any
         report(self.accumulator, self.name, metrics, run_of(self.accumulator))
         return metrics
 
@@ -138,41 +131,38 @@ def enrich_batches(plan: JoinPlan, batches: Iterator[pa.RecordBatch]) -> Iterato
     if first_batch is None:
         return
     batches = _prepend(first_batch, batches)
-    schema = pa.schema([*first_batch.schema, *plan.arrow_fields()])
+    keys = [first_batch.column(i) for i in plan.on] if first_batch.num_columns else []
+    engine = plan.engine(keys)
+    added = plan.arrow_fields()
+    schema = pa.schema([*first_batch.schema, *added])
 
     def work(inputs: Iterator[pa.RecordBatch], done: list[JoinMetrics]) -> Iterator[pa.RecordBatch]:
-        return _enrich(plan, inputs, first_batch, schema, done)
+        return _enrich(plan, engine, inputs, schema, done)
 
     if not plan.observed:
         yield from work(batches, [])
         return
-    yield from observed_batches(batches, work, schema, plan.arrow_fields())
+    yield from observed_batches(batches, work, schema, added)
 
 
 def _enrich(
     plan: JoinPlan,
+    engine: JoinEngine,
     batches: Iterator[pa.RecordBatch],
-    first_batch: pa.RecordBatch,
     schema: pa.Schema,
     done: list[JoinMetrics],
 ) -> Iterator[pa.RecordBatch]:
-    """The joined batches; the run's metrics go to ``done`` when it ends."""
-    columns = [first_batch.column(i) for i in plan.on] if first_batch.num_columns else []
-    engine = plan.engine(columns)
-    feed = plan.chunks(engine, batches)
-    first = next(feed, None)
-    if first is None:
-        return
-    struct_type = plan.struct_type
-    run = engine.run(_prepend(first, feed))
+    """The joined batches; the run's metrics go to ``done`` when a row entered it."""
+    joined = joined_batches(engine, batches, plan.on, plan.chunk_rows, plan.struct_type)
     try:
-        for joined in run:
-            out = plan.output(joined, schema, struct_type)
+        for rows, arrow in joined:
+            out = plan.output(rows, arrow, schema)
             if out is not None:
                 yield out
     finally:
-        run.close()
-        done.append(plan.report(engine))
+        joined.close()
+        if engine.statistics().rows_in:  # not for a partition of empty batches
+            done.append(plan.report(engine))
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from ...lookup.interface import Joined
+from ...lookup.interface import Joined, chunked
 from .join_batches import JoinPlan
 
 
@@ -33,8 +33,11 @@ class LanePush:
 
     def push(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """Start ``batch``'s lookups; yield the output of the batches already answered."""
-        for joined in self._run.push(self.plan.chunks(self.engine, [batch])):
+        for joined in self._run.push(self._chunks(batch)):
             yield from self._hand_out(joined)
+
+    def _chunks(self, batch: pa.RecordBatch) -> Iterator[tuple[pa.RecordBatch, object]]:
+        return chunked(self.engine, [batch], self.plan.on, self.plan.chunk_rows)
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         """Yield the output of every batch still in flight, in order."""
@@ -48,7 +51,8 @@ class LanePush:
         self._report()
 
     def _hand_out(self, joined: Joined) -> Iterator[pa.RecordBatch]:
-        out = self.plan.output(joined, self.schema, self.struct_type)
+        arrow = joined.arrow(self.struct_type)
+        out = self.plan.output(arrow.input_rows(joined.tag), arrow, self.schema)
         if out is not None:
             yield out
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..metrics.driver_counts import DriverCounts
+from .driver_counts import DriverCounts
 
 KINDS = ("entries", "malformed", "dropped", "lost")
 

@@ -15,16 +15,20 @@ executors. See docs/data-sources.md, "exactly once into Kafka".
 
 from __future__ import annotations
 
+from ...._lazy import loader as _loader
 from .eos_errors import (
-    KafkaSinkRefused,
-    MissingOption,
-    ProducerFenced,
-    SourceNotKeyed,
-    SourcePartitionSplit,
-    StatefulQuery,
-    TransactionFailed,
+    KafkaSinkRefused as KafkaSinkRefused,
+    MissingOption as MissingOption,
+    ProducerFenced as ProducerFenced,
+    SourceNotKeyed as SourceNotKeyed,
+    SourcePartitionSplit as SourcePartitionSplit,
+    StatefulQuery as StatefulQuery,
+    TransactionFailed as TransactionFailed,
 )
-from .stats import KafkaSinkCounts, kafka_sink_statistics
+from .stats import (
+    KafkaSinkCounts as KafkaSinkCounts,
+    kafka_sink_statistics as kafka_sink_statistics,
+)
 
 __all__ = (
     "KafkaSinkCounts",
@@ -40,9 +44,6 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name == "kafka_eos_writer":
-        from .query import kafka_eos_writer
-
-        return kafka_eos_writer
-    raise AttributeError(name)
+# Loaded on first use: the query side imports pyspark's streaming classes.
+_LAZY: dict[str, str] = {"kafka_eos_writer": ".query"}
+__getattr__ = _loader(__name__, _LAZY, globals())
