@@ -145,7 +145,7 @@ class KvLookup:
         timeout = self._settings.timeout
         try:
             return await asyncio.wait_for(call, timeout)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
             raise LookupFailed(
                 f"kv store {mask_url(self._url)} did not {what} within {timeout:g}s",
                 kind="timeout",
