@@ -160,8 +160,11 @@ async def test_waiting_for_a_connection_of_the_pool_is_held_back(kv_store: KvSer
     token = set_hold(hold)  # the engine sets a row's hold so; tasks made now inherit it
     second = asyncio.ensure_future(one.lookup_many(["u1"]))
     reset_hold(token)
-    while not hold.is_held():
-        await asyncio.sleep(0.01)  # queued behind the first request, for our own pool
+    for _ in range(100):  # loop turns, not time: it queues at its first await
+        if hold.is_held() or second.done():
+            break
+        await asyncio.sleep(0)
+    assert hold.is_held()  # queued behind the first request, for our own pool
     clock.advance(1.5)
     kv_store.silent.clear()
     first.cancel()  # its connection is closed and its place handed to the second
