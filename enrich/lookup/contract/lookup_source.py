@@ -17,7 +17,8 @@ class LookupSource(Protocol):
 
     A source object is a picklable *description* (URL, key template, schema, settings):
     it travels to Spark executors. Connections are opened lazily, on the runtime loop of
-    the process that uses them, and pooled per process (see ``enrich.process_local``).
+    the process that uses them, and pooled per process and loop (``enrich.spi.loop_resource``;
+    docs/writing-a-connector.md walks through a whole connector).
 
     ``lookup_many(keys)`` receives distinct keys (a scalar, or a tuple for composite
     keys) and returns a mapping from key to:
