@@ -27,8 +27,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ...engine.records.call_metrics import bucket_at_most, bucket_bound
-from ..streams.stream_counts import KINDS, stream_statistics
 from .accumulator import join_names, queries_of, statistics
+from .driver_counts import published
 from .metric_rows import hits
 from .progress_board import ProgressBoard
 from .stage_labels import described
@@ -188,15 +188,19 @@ class EnrichCollector(Collector):
         yield from (rows, batches, input_rate, processed_rate, duration, lag)
 
     def _stream_metrics(self) -> Iterator[Metric]:
-        families = {
-            kind: CounterMetricFamily(
-                f"enrich_stream_{kind}",
-                f"The redis-stream source's {kind} entries, per stream.",
-                labels=("stream",),
-            )
-            for kind in KINDS
-        }
-        for stream, counts in stream_statistics().items():
-            for kind in KINDS:
-                families[kind].add_metric((stream,), getattr(counts, kind))
-        yield from families.values()
+        """The counts the sources and sinks add up on the driver
+        (:mod:`~enrich.spark.metrics.driver_counts`): the redis-stream source's, per
+        stream."""
+        for counts in published():
+            families = {
+                kind: CounterMetricFamily(
+                    f"enrich_{counts.family}_{kind}",
+                    counts.help.format(kind=kind),
+                    labels=(counts.label,),
+                )
+                for kind in counts.kinds
+            }
+            for name, kinds in sorted(counts.value().items()):
+                for kind in counts.kinds:
+                    families[kind].add_metric((name,), kinds.get(kind, 0))
+            yield from families.values()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .driver_counts import DriverCounts
+from ..metrics.driver_counts import DriverCounts
 
 KINDS = ("entries", "malformed", "dropped", "lost")
 
@@ -38,7 +38,12 @@ class StreamReadCounts:
     lost: int = 0
 
 
-_counts = DriverCounts()
+_counts = DriverCounts(
+    "stream",
+    kinds=KINDS,
+    label="stream",
+    help="The redis-stream source's {kind} entries, per stream.",
+)
 counter_for = _counts.counter_for
 
 

@@ -19,7 +19,13 @@ from pyspark.sql import SparkSession
 
 from connectors.redis import RedisLookup
 from enrich import LookupCache
-from enrich.spark import lookup_join, serve_metrics, statistics
+from enrich.spark import (
+    lookup_join,
+    register_data_sources,
+    serve_metrics,
+    statistics,
+    stream_statistics,
+)
 from enrich.spark.metrics.exporter import LATENCY_BUCKETS
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
@@ -92,3 +98,29 @@ def test_a_scrape_agrees_with_statistics(
 def test_a_taken_port_is_an_oserror(spark: SparkSession) -> None:
     with serve_metrics(spark, 0, address="127.0.0.1") as first, pytest.raises(OSError):
         serve_metrics(spark, first.port, address="127.0.0.1")
+
+
+def test_a_scrape_carries_what_the_stream_source_counted(
+    spark: SparkSession, redis_server: Any, redis_client: Any
+) -> None:
+    """The redis-stream source's counts reach the scrape through the driver's published
+    counts (the exporter imports nothing of the source)."""
+    register_data_sources(spark)  # the source, with the driver's accumulator
+    spark_sources = spark
+    stream = "prom_orders"
+    redis_client.xadd(stream, {"n": "1"})
+    redis_client.xadd(stream, {"n": "x"})  # malformed: kept with nulls (PERMISSIVE)
+    df = (
+        spark_sources.read.format("redis-stream")
+        .option("url", redis_server.url)
+        .option("stream", stream)
+        .schema("stream_id string, n int")
+        .load()
+    )
+    assert df.count() == 2
+    counts = stream_statistics()[stream]
+    with serve_metrics(spark_sources, 0, address="127.0.0.1") as server:
+        samples = scrape(server.url)
+    assert value(samples, "enrich_stream_entries_total", stream=stream) == counts.entries == 2
+    assert value(samples, "enrich_stream_malformed_total", stream=stream) == counts.malformed == 1
+    assert value(samples, "enrich_stream_dropped_total", stream=stream) == 0

@@ -8,7 +8,8 @@ from typing import Any
 import redis
 from pyspark.sql.types import StringType, StructField, StructType
 
-from enrich.spark.metrics.progress_board import source_lag
+from enrich.spark.metrics.progress_board import ADDED_KEY, source_lag
+from enrich.spark.streams.loss import ADDED_KEY as SOURCE_ADDED_KEY
 from enrich.spark.streams.stream_source import RedisStreamReader, StreamSettings
 
 ID_ONLY = StructType([StructField("stream_id", StringType())])
@@ -60,3 +61,7 @@ def test_the_redis_stream_source_reports_its_lag_behind_a_bounded_batch(
         assert source_lag({**progress, "endOffset": last}) == 0
     finally:
         reader.stop()
+
+
+def test_the_board_reads_the_offsets_field_the_source_writes() -> None:
+    assert ADDED_KEY == SOURCE_ADDED_KEY

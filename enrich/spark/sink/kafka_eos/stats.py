@@ -2,7 +2,7 @@
 
 :func:`~enrich.spark.register_data_sources` registers the sink with a Spark accumulator
 of the user's driver process (as the redis-stream source's counts,
-:mod:`enrich.spark.streams.driver_counts`); each task adds what its transactions did, per
+:mod:`enrich.spark.metrics.driver_counts`); each task adds what its transactions did, per
 target topic. Spark merges the updates of successful task attempts only, so a failed
 attempt's aborted transactions are seen in its logs, not here. Over Spark Connect (no
 accumulators) the counts are in the executors' logs only.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ...streams.driver_counts import DriverCounts
+from ...metrics.driver_counts import DriverCounts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,10 @@ one accumulator for the session's context, the registered reader or writer carri
 into the tasks, each task adds ``{name: {kind: n}}``, and Spark merges the updates of the
 task attempts that succeed. Spark Connect has no accumulators: there the counts are in
 the executors' logs only.
+
+Counts made with a ``family`` are published by the metrics exporter
+(:mod:`enrich.spark.metrics.exporter`) as counters ``enrich_<family>_<kind>``, one
+series per name, so the exporter needs no import of the rooms that count.
 """
 
 from __future__ import annotations
@@ -32,11 +36,32 @@ class _CountsParam(AccumulatorParam):  # type: ignore[type-arg]
 
 
 class DriverCounts:
-    """One accumulator of :data:`Counts` for the context registered last."""
+    """One accumulator of :data:`Counts` for the context registered last.
 
-    def __init__(self) -> None:
+    Args:
+        family: publish the counts as ``enrich_<family>_<kind>`` counters (None: not
+            published).
+        kinds: the kinds published (each a counter, 0 where a name has none).
+        label: the label naming each series' name (a stream, a topic).
+        help: each counter's help text, ``{kind}`` replaced by its kind.
+    """
+
+    def __init__(
+        self,
+        family: str | None = None,
+        *,
+        kinds: tuple[str, ...] = (),
+        label: str = "name",
+        help: str = "",
+    ) -> None:
+        self.family = family
+        self.kinds = kinds
+        self.label = label
+        self.help = help
         self._lock = threading.Lock()
         self._current: tuple[Any, Any] | None = None  # (SparkContext, accumulator)
+        if family is not None:
+            _published.append(self)
 
     def counter_for(self, spark: Any) -> Any | None:
         """The accumulator of ``spark``'s context (made once per context); None over
@@ -54,3 +79,11 @@ class DriverCounts:
         """What the finished tasks added so far (empty before any, or unregistered)."""
         with self._lock:
             return self._current[1].value if self._current is not None else {}
+
+
+_published: list[DriverCounts] = []
+
+
+def published() -> list[DriverCounts]:
+    """The counts made with a ``family``, in the order they were made."""
+    return list(_published)
