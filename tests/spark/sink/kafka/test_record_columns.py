@@ -81,10 +81,8 @@ def test_a_null_topic_without_the_option_fails_naming_the_column() -> None:
 
 def test_value_columns_write_a_json_object_of_the_row() -> None:
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-    batch = pa.RecordBatch.from_pydict(
-        {"order_id": [7], "name": [None], "at": pa.array([when], pa.timestamp("us", "UTC")),
-         "key": ["k"]}  # fmt: skip
-    )
+    at = pa.array([when], pa.timestamp("us", "UTC"))
+    batch = pa.RecordBatch.from_pydict({"order_id": [7], "name": [None], "at": at, "key": ["k"]})
     fields = {"order_id": "bigint", "name": "string", "at": "timestamp", "key": "string"}
     columns = plan(fields, settings(topic="t", valueColumns="*"))
     assert columns.json == ("order_id", "name", "at") and columns.value is None
