@@ -38,7 +38,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ...stages.arrow_stage import ArrowFunction
-from .. import hooks
 from ..joined import JoinableSink, run_stage
 from ..kafka_config import masked
 from .alo_settings import AloSettings
@@ -56,13 +55,6 @@ class SentPart(WriterCommitMessage):
     records: int
 
 
-def _batch_id() -> Any:
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    return None if context is None else context.getLocalProperty("streaming.sql.batchId")
-
-
 class _AloWriter:
     """The executor half (``write``) and the driver's counts."""
 
@@ -76,7 +68,6 @@ class _AloWriter:
     def write(self, iterator: Iterator[Any]) -> SentPart:
         from .producing import send_all
 
-        hooks.pause_if_asked("kafka_alo_before_write", _batch_id())
         sent = send_all(self.settings.producer_config(), self._records(iterator))
         return SentPart(sent)
 
