@@ -15,6 +15,6 @@ docs/kafka.md.
 
 from __future__ import annotations
 
-from .alo_errors import DeliveryFailed, KafkaAloRefused
+from .alo_errors import DeliveryFailed as DeliveryFailed, KafkaAloRefused as KafkaAloRefused
 
 __all__ = ("DeliveryFailed", "KafkaAloRefused")
