@@ -7,8 +7,6 @@ the sink's write (no ``mapInArrow`` stage left) and writes each record joined, o
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from enrich.demo.kafka_broker import KafkaBroker
 from enrich.spark import low_latency, register_data_sources
-from tests.support.kafka_fixtures import create_topic, produce
+from tests.support.kafka_fixtures import consume_messages, create_topic, produce
 from tests.support.spark_version import requires_spark
 
 pytestmark = [
@@ -36,23 +34,10 @@ def spark_sources(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def read_records(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Found]:
-    """``topic``'s records from its start, once ``expected`` came (or the timeout)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe([topic])
-    found: list[Found] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(found) < expected and time.monotonic() < deadline:
-            for m in consumer.consume(1000, 0.5):
-                if m.error() is None:
-                    found.append((m.partition(), m.key(), m.value(), m.headers()))
-    finally:
-        consumer.close()
-    return found
+def read_records(bootstrap: str, topic: str, expected: int) -> list[Found]:
+    """``topic``'s records from its start, once ``expected`` came (or a minute)."""
+    found = consume_messages(bootstrap, topic, expected)
+    return [(m.partition(), m.key(), m.value(), m.headers()) for m in found]
 
 
 def test_a_batch_write_round_trips_every_column(
