@@ -1,4 +1,4 @@
-"""The steady-rate runs of :mod:`benchmarks.kafka`: the producer process, the three
+"""The steady-rate runs of :mod:`benchmarks.kafka`: the producer process, the four
 queries, and the measure of their output (a Kafka topic, or a Redis stream).
 
 Each run: a fresh input topic of 2 partitions, the query started and its first (empty)
@@ -8,6 +8,7 @@ asked; every record's Kafka timestamp (CreateTime) is the producer's clock.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -20,12 +21,14 @@ from .lookup import KEYS
 
 FIRST = 10.0  # seconds of input counted as "the first 10 s"
 DRAIN = 120.0  # seconds a query may take to catch up once the input ends
-PATHS = ("spark", "join", "redis")
+PATHS = ("spark", "join", "redis", "kafka")
 LABELS = {
     "spark": "Spark's own kafka -> kafka (no Python stage)",
     "join": "kafka -> lookup_join -> kafka",
     "redis": "kafka -> lookup_join -> redis sink, low_latency()",
+    "kafka": 'kafka -> lookup_join -> kafka, low_latency(sink="kafka")',
 }
+VALUE_COLUMNS = "order_id,ts,name"  # the kafka path's JSON value
 # The producer: its own process (no GIL shared with py4j), what is due every 5 ms.
 PRODUCER = """
 import sys, time
@@ -100,7 +103,8 @@ def to_kafka(df: Any, bootstrap: str, topic: str, checkpoint: str, *, asynchrono
 
 def query(spark: Any, bootstrap: str, redis_url: str, path: str, topic: str, chk: str) -> Any:
     """Start ``path``'s query reading ``topic``, writing ``topic-out`` (a Kafka topic, or
-    for ``redis`` a Redis stream of that name)."""
+    for ``redis`` a Redis stream of that name); ``kafka`` writes with the ``kafka-alo``
+    sink, the join run in its write, each value the JSON of ``VALUE_COLUMNS``."""
     df = source(spark, bootstrap, topic)
     if path == "spark":
         return to_kafka(df, bootstrap, f"{topic}-out", chk, asynchronous=True)
@@ -108,6 +112,11 @@ def query(spark: Any, bootstrap: str, redis_url: str, path: str, topic: str, chk
         return to_kafka(joined(df, redis_url), bootstrap, f"{topic}-out", chk, asynchronous=True)
     from enrich.spark import low_latency
 
+    if path == "kafka":  # the join in the kafka-alo sink's write; the value its JSON
+        writer = low_latency(joined(df.select("order_id", "ts"), redis_url), sink="kafka")
+        return (writer.option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", f"{topic}-out").option("valueColumns", VALUE_COLUMNS)
+                .option("checkpointLocation", chk).start())  # fmt: skip
     writer = low_latency(joined(df, redis_url))  # async progress tracking, trigger 0
     return (writer.option("url", redis_url).option("stream", f"{topic}-out")
             .option("checkpointLocation", chk).start())  # fmt: skip
@@ -164,11 +173,21 @@ def measure_kafka(bootstrap: str, topic: str, produced: int, start: float) -> di
         while len(seen.seen) < produced and time.monotonic() < deadline:
             for message in consumer.consume(10_000, 0.5):
                 if message.error() is None:
-                    order, stamp = message.value().split(b",")[:2]
-                    seen.add(int(order), int(stamp), message.timestamp()[1])
+                    order, stamp = fields(message.value())
+                    seen.add(order, stamp, message.timestamp()[1])
     finally:
         consumer.close()
     return seen.result(produced)
+
+
+def fields(value: bytes) -> tuple[int, int]:
+    """An output record's order id and source stamp: ``order_id,ts[,name]``, or the
+    kafka path's JSON object of them."""
+    if value[:1] == b"{":
+        found = json.loads(value)
+        return int(found["order_id"]), int(found["ts"])
+    order, stamp = value.split(b",")[:2]
+    return int(order), int(stamp)
 
 
 def measure_redis(url: str, stream: str, produced: int, start: float) -> dict[str, Any]:

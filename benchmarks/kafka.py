@@ -11,7 +11,11 @@ each rate in turn:
   ``user_id = order_id * 7919 % 100000``, its defaults;
   (redis) ``kafka -> lookup_join -> redis`` sink under ``low_latency()`` (async
   progress tracking, trigger 0, the sink keyed by topic/partition/offset, the join run
-  in the sink's write, workers warmed up).
+  in the sink's write, workers warmed up);
+  (kafka) ``kafka -> lookup_join -> kafka`` under ``low_latency(sink="kafka")``: the
+  join run in the write of the ``kafka-alo`` sink (Python, at least once, as Spark's
+  Kafka sink), so the rows cross from the JVM to Python once; each value the JSON of
+  ``order_id``, ``ts``, ``name``; async progress tracking, trigger 0, workers warmed up.
 
 Latency = the output record's CreateTime (Spark's producer; for the redis sink: the
 output entry id, Redis' clock at the sink's commit) - the source record's CreateTime

@@ -60,6 +60,7 @@ KNOWN_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
         "maxTransactionRetries",
         "asyncProgressTrackingEnabled",
     ),
+    ("sink", "kafka-alo"): ("kafka.bootstrap.servers", "topic", "valueColumns"),
     ("source", "rate"): ("rowsPerSecond", "numPartitions", "rampUpTime"),
     ("source", "socket"): ("host", "port", "includeTimestamp"),
     ("sink", "console"): ("numRows", "truncate"),
@@ -93,6 +94,7 @@ FORMATS = (
     "redis",
     "redis-stream",
     "kafka-eos",
+    "kafka-alo",
 )
 
 

@@ -55,3 +55,14 @@ def test_the_report_says_whether_the_10000_per_second_target_is_met() -> None:
     join, redis_row = ratios.splitlines()[2:4]
     assert "| 1.20x | 1.20x | 360 | yes |" in join
     assert "| 2.00x | 1.20x | 360 | no |" in redis_row
+
+
+def test_the_kafka_sink_path_is_measured_and_reported_as_the_others() -> None:
+    from benchmarks._kafka_runs import fields
+
+    # its values are the JSON of order_id, ts, name; Spark's sink's are order_id,ts,name
+    assert fields(b'{"order_id":7,"ts":1700000000123,"name":null}') == (7, 1700000000123)
+    assert fields(b"7,1700000000123,user-7") == (7, 1700000000123)
+    record = {"runs": [run(10_000, "spark", 100, 300), run(10_000, "kafka", 110, 330)]}
+    ratios = dict(report(record))["Against Spark's own kafka -> kafka at the same rate, same round"]
+    assert 'low_latency(sink="kafka") | 1.10x | 1.10x | 330 | yes |' in ratios

@@ -228,3 +228,6 @@ def test_the_known_options_are_the_ones_the_data_sources_read() -> None:
         "sink/redis/two_phase/layout.py",
     ) | {"checkpointLocation"}
     assert sink == set(_options.KNOWN_OPTIONS[("sink", "redis")])
+    # kafka.bootstrap.servers: every kafka.* option goes to the producer
+    kafka = names("sink/kafka/alo_settings.py") | {"kafka.bootstrap.servers"}
+    assert kafka == set(_options.KNOWN_OPTIONS[("sink", "kafka-alo")])

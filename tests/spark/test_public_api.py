@@ -28,6 +28,7 @@ FACES = (
     "enrich.testing",
     "enrich.protect",
     "enrich.spark.sink.kafka_eos",
+    "enrich.spark.sink.kafka",
     "connectors.redis",
     "connectors.http",
     "connectors.sql",

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from enrich.demo.kafka_broker import BrokerUnavailable, KafkaBroker
 
-__all__ = ("kafka_broker", "kafka_topic", "produce", "consume", "create_topic")
+__all__ = ("kafka_broker", "kafka_topic", "produce", "consume", "consume_messages", "create_topic")
 
 
 def _unavailable(exc: BrokerUnavailable) -> None:
@@ -70,6 +71,11 @@ def produce(
 def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[bytes]:
     """The values of ``topic`` from its start, once ``expected`` of them arrived (or the
     timeout passed: the caller's assertion then says what is missing)."""
+    return [m.value() for m in consume_messages(bootstrap, topic, expected, timeout)]
+
+
+def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Any]:
+    """As :func:`consume`, the messages whole (key, value, partition, headers)."""
     import time
 
     from confluent_kafka import Consumer
@@ -83,13 +89,13 @@ def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) ->
         }
     )
     consumer.subscribe([topic])
-    values: list[bytes] = []
+    messages: list[Any] = []
     deadline = time.monotonic() + timeout
     try:
-        while len(values) < expected and time.monotonic() < deadline:
+        while len(messages) < expected and time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.5):
                 if message.error() is None:
-                    values.append(message.value())
+                    messages.append(message)
     finally:
         consumer.close()
-    return values
+    return messages

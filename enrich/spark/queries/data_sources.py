@@ -19,8 +19,10 @@ def _version(text: str) -> tuple[int, int]:
 def register_data_sources(spark: Any) -> None:
     """Register the formats ``"redis-stream"`` (a replayable source), ``"redis"``
     (an idempotent or transactional sink) and ``"kafka-eos"`` (a sink writing to Kafka
-    exactly once, keyed by the source record: :mod:`enrich.spark.sink.kafka_eos`; it needs
-    confluent-kafka when a query uses it) with ``spark``. What the source's tasks count
+    exactly once, keyed by the source record: :mod:`enrich.spark.sink.kafka_eos`) and
+    ``"kafka-alo"`` (Kafka at least once, Spark's Kafka sink's options, a query's joins
+    run in its write: :mod:`enrich.spark.sink.kafka`) with ``spark``; the Kafka sinks
+    need confluent-kafka when a query uses them. What the source's tasks count
     (malformed, dropped, lost entries) adds up in this process:
     :func:`enrich.spark.stream_statistics`.
 
@@ -33,6 +35,7 @@ def register_data_sources(spark: Any) -> None:
             f"the Redis data sources need Spark 4.1 or newer (Python Data Source API, "
             f"Arrow stream writers); this is pyspark {pyspark.__version__}"
         )
+    from ..sink.kafka.alo_sink import KafkaAloSink
     from ..sink.kafka_eos.eos_sink import counted_sink
     from ..sink.redis.data_source import RedisSinkDataSource
     from ..streams.stream_source import counted_source
@@ -40,3 +43,4 @@ def register_data_sources(spark: Any) -> None:
     spark.dataSource.register(counted_source(spark))
     spark.dataSource.register(RedisSinkDataSource)
     spark.dataSource.register(counted_sink(spark))
+    spark.dataSource.register(KafkaAloSink)

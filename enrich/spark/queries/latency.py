@@ -28,6 +28,12 @@ each source entry once whatever batch carries it. So the profile:
   the sink: :mod:`~enrich.spark.sink.joined`): one Python stage fewer in each task;
 - optionally starts the query's Python workers before its first data (:func:`warm_up`).
 
+With ``sink="kafka"`` the profile writes to the ``kafka-alo`` sink instead
+(:mod:`~enrich.spark.sink.kafka`: Kafka at least once, as Spark's own Kafka sink, which
+Spark allows under async progress tracking): the joins run in its write too, and since
+an at-least-once sink keys nothing by the source record, the source checks above do not
+apply.
+
 What it trades: a restart replays up to ``asyncProgressTrackingCheckpointIntervalMs`` of
 batches (the sink skips what it published), the checkpoint lags the sink by as much,
 stateful operators are refused by Spark, and ``availableNow``/``once`` triggers are not
@@ -113,8 +119,13 @@ def low_latency(
             a chain of them), let the sink run them in its own Python worker
             (:mod:`~enrich.spark.stages.pipeline`): one Python stage a task fewer. False:
             the joins run in their own stage, as without the profile.
-        sink: ``"redis"``, or ``"kafka-eos"``: Kafka exactly once, keyed by the source
-            record too (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
+        sink: ``"redis"``, or ``"kafka"``: Kafka at least once, Spark's Kafka sink's
+            options and row conventions (``kafka.bootstrap.servers``, ``topic``; the
+            rows' ``key``, ``value``, ``topic``, ``partition``, ``headers``), the joins
+            run in its write (:mod:`~enrich.spark.sink.kafka`; no source record to
+            keep, so none of the checks above but streaming), or ``"kafka-eos"``:
+            Kafka exactly once, keyed by the source record too
+            (:func:`enrich.spark.sink.kafka_eos.kafka_eos_writer`, whose checks
             replace the ones above; Kafka or redis-stream sources; the joins stay in
             their stage). ``"delta"`` is refused (:data:`DELTA_REFUSED` says why). Or a
             sink of one's own written on the SPI (a
@@ -145,15 +156,23 @@ def low_latency(
     if publish_from not in ("tasks", "driver"):
         raise ProfileRefused(f'publish_from must be "tasks" or "driver", got {publish_from!r}')
     own = isinstance(sink, type) and issubclass(sink, JoinableSink)
-    if sink != "redis" and not own:
+    if sink not in ("redis", "kafka") and not own:
         raise ProfileRefused(
-            f'the low-latency profile writes to "redis" or "kafka-eos", not {sink!r}'
+            f'the low-latency profile writes to "redis", "kafka" or "kafka-eos", not {sink!r}'
         )
     if not df.isStreaming:
         raise ProfileRefused(
             "the low-latency profile is for streaming queries (spark.readStream); "
             "a batch write has no micro-batches to cut"
         )
+    if sink == "kafka":  # at least once: nothing to key by the source record
+        from ..sink.kafka.alo_sink import KafkaAloSink
+
+        if warm:
+            warm_up(df.sparkSession)
+        writer = _joined_writer(df, KafkaAloSink, join_in_sink)
+        writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
+        return writer.trigger(processingTime=TRIGGER)
     sources = streaming_sources(df)
     known = (SOURCE_FORMAT, KAFKA_FORMAT)
     if len(sources) != 1 or sources[0][0] not in known:
@@ -180,13 +199,7 @@ def low_latency(
         target = sink
     else:
         from ..sink.redis.data_source import RedisSinkDataSource as target
-    stage = stage_of(df) if join_in_sink else None
-    if stage is None:
-        if own:
-            df.sparkSession.dataSource.register(target)
-        writer = df.writeStream.format(target.name())
-    else:
-        writer = stage.input.writeStream.format(register_joined(df.sparkSession, target, stage))
+    writer = _joined_writer(df, target, join_in_sink, register=own)
     writer = writer.option(ID_OPTION, source_id)
     if source_stream is not None:
         writer = writer.option(STREAM_OPTION, source_stream)
@@ -196,6 +209,21 @@ def low_latency(
         writer = writer.option(FROM_OPTION, publish_from)
     writer = writer.option(ASYNC_OPTION, "true").option(OVERRIDE, "true")
     return writer.trigger(processingTime=TRIGGER)
+
+
+def _joined_writer(
+    df: Any, sink: type[JoinableSink], join_in_sink: bool, *, register: bool = True
+) -> Any:
+    """``df``'s writer to ``sink`` (registered here unless ``register`` is False: the
+    redis sink, which :func:`~enrich.spark.register_data_sources` registered): with
+    ``join_in_sink`` and ``df`` a stage's output, the stage's input written to the sink
+    running the stage."""
+    stage = stage_of(df) if join_in_sink else None
+    if stage is None:
+        if register:
+            df.sparkSession.dataSource.register(sink)
+        return df.writeStream.format(sink.name())
+    return stage.input.writeStream.format(register_joined(df.sparkSession, sink, stage))
 
 
 def _stream_columns(
@@ -310,6 +338,7 @@ def _modules() -> None:
     reader, the join's worker side, the sink's writer and commit."""
     import enrich.spark.join.join_batches
     import enrich.spark.sink.joined
+    import enrich.spark.sink.kafka.alo_sink
     import enrich.spark.sink.redis.data_source
     import enrich.spark.streams.read  # noqa: F401
 

@@ -9,6 +9,9 @@
   transactional, keyed by batch id or by the source record).
 - :mod:`.kafka_eos`: the ``kafka-eos`` sink (Kafka exactly once, keyed by the source
   record).
+- :mod:`.kafka`: the ``kafka-alo`` sink (Kafka at least once, Spark's Kafka sink's
+  options and rows; the low-latency profile's ``sink="kafka"``).
+- :mod:`.kafka_config`: the Kafka sinks' client settings from the ``kafka.*`` options.
 - :mod:`.delta`: Delta Lake (Spark's own ``delta`` sink, keyed by batch id): its jars and
   session settings.
 - :mod:`.hooks`: pause points for the crash harness, shared by the sinks.

@@ -155,5 +155,5 @@ def test_transactional_ids_are_stable_per_sink_and_source_partition() -> None:
 def test_the_low_latency_profile_names_the_sinks_it_takes() -> None:
     from enrich.spark import ProfileRefused, low_latency
 
-    with pytest.raises(ProfileRefused, match='"redis" or "kafka-eos", not \'kafka\''):
-        low_latency(object(), sink="kafka")
+    with pytest.raises(ProfileRefused, match='"redis", "kafka" or "kafka-eos", not \'kafak\''):
+        low_latency(object(), sink="kafak")

@@ -32,9 +32,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from .. import hooks
+from ..kafka_config import masked
 from . import marks, stats
 from .eos_errors import KafkaSinkRefused, SourcePartitionSplit, StatefulQuery
-from .settings import KafkaSinkSettings, masked
+from .settings import KafkaSinkSettings
 from .source import SourceColumns, resolve, split
 from .stats import KafkaSinkCounts
 from .transaction import write_source

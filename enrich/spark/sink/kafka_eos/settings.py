@@ -26,52 +26,32 @@ Options (Spark's Kafka sink's names where it has them):
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..kafka_config import (
+    PRODUCER_DEFAULTS,
+    caseless,
+    client_config as _client_config,
+    masked,
+)
 from ..sink_spi import SourceFields, source_fields
 from .eos_errors import KafkaSinkRefused, MissingOption
 
-PREFIX = "kafka."
 DEFAULT_MARKS_TOPIC = "enrich-eos-marks"
 DEFAULT_ID_PREFIX = "enrich-eos"
 DEFAULT_RETRIES = 3
 DEFAULT_MARKS_PARTITIONS = 1
-JAAS = "sasl.jaas.config"
-# librdkafka's default partitioner hashes keys with CRC32; Java's (Spark's Kafka sink)
-# with murmur2: the same key then lands in the same partition as Spark would put it.
-PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": "5"}
-_SECRET = re.compile(r"password|secret|jaas|token|key\.pem|keystore", re.IGNORECASE)
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def is_secret(name: str) -> bool:
-    """Whether a client setting holds a secret (never logged, never in a repr)."""
-    return bool(_SECRET.search(name))
-
-
-def masked(config: Mapping[str, str]) -> dict[str, str]:
-    """``config`` with secret values replaced by ``***``."""
-    return {k: ("***" if is_secret(k) else v) for k, v in config.items()}
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` options without their prefix, Java's JAAS line turned into
-    librdkafka's ``sasl.username``/``sasl.password``."""
-    config = {k[len(PREFIX) :]: str(v) for k, v in options.items() if k.startswith(PREFIX)}
-    jaas = config.pop(JAAS, None)
-    if jaas is not None:
-        found = dict(_JAAS_FIELD.findall(jaas))
-        if "username" not in found or "password" not in found:
-            raise KafkaSinkRefused(
-                f'option {PREFIX}{JAAS} must hold username="..." and password="..." '
-                "(PlainLoginModule or ScramLoginModule); its value is not shown"
-            )
-        config.setdefault("sasl.username", found["username"])
-        config.setdefault("sasl.password", found["password"])
-    return config
+    """The ``kafka.*`` options for the client (:func:`..kafka_config.client_config`).
+
+    Raises:
+        KafkaSinkRefused: a JAAS line without username or password.
+    """
+    return _client_config(options, error=KafkaSinkRefused)
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int) -> int:
@@ -83,16 +63,6 @@ def _int(options: Mapping[str, str], name: str, default: int, low: int) -> int:
     if value < low:
         raise ValueError(f"option {name} must be >= {low}, got {value}")
     return value
-
-
-class _Options(dict[str, str]):
-    """Options looked up by name whatever its case."""
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return super().get(key.lower(), default)
-
-    def __contains__(self, key: object) -> bool:
-        return super().__contains__(str(key).lower())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +143,7 @@ class KafkaSinkSettings:
     def of(cls, options: Mapping[str, Any]) -> KafkaSinkSettings:
         """Read Spark's options (see the module docstring)."""
         # Spark's options are case-insensitive (pyspark hands them over lowercased).
-        options = _Options({str(k).lower(): str(v) for k, v in options.items()})
+        options = caseless(options)
         client = client_config(options)
         topic = options.get("topic", "").strip()
         name = options.get("sinkName", "").strip()
