@@ -32,11 +32,12 @@ SUITES = (
     "mysql",
     "kafka",
     "kafka_sink",
+    "realtime",
 )
 
 
 # Suites whose main() takes its own command-line options.
-TAKES_OPTIONS = ("kafka",)
+TAKES_OPTIONS = ("kafka", "realtime")
 
 
 def main(argv: list[str]) -> None:

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -218,15 +219,18 @@ def measure_redis(url: str, stream: str, produced: int, start: float) -> dict[st
 
 def run_path(
     spark: Any, bootstrap: str, url: str, path: str, rate: int, seconds: float, tag: str,
-    work: Path,
+    work: Path, *, start: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One run of ``path`` at ``rate`` records/s for ``seconds``: the query started and
-    past its first batch, then the producer; the output measured; the query stopped."""
+    past its first batch, then the producer; the output measured; the query stopped.
+    ``start`` (the arguments of :func:`query`) starts another path's query, one writing
+    the Redis stream ``<topic>-out``."""
     topic = f"bench-{path}-{tag}"
     create_topic(bootstrap, topic)
-    if path != "redis":
+    into_redis = path == "redis" or start is not None
+    if not into_redis:
         create_topic(bootstrap, f"{topic}-out")
-    running = query(spark, bootstrap, url, path, topic, str(work / f"chk-{topic}"))
+    running = (start or query)(spark, bootstrap, url, path, topic, str(work / f"chk-{topic}"))
     while not running.recentProgress:  # planned and its first (empty) batch ran
         if running.awaitTermination(0.2):
             raise RuntimeError(f"the {path} query ended: {running.exception()}")
@@ -240,7 +244,7 @@ def run_path(
     start = float(producer.stdout.readline())
     produced = int(producer.stdout.readline())
     producer.wait()
-    if path == "redis":
+    if into_redis:
         result = measure_redis(url, f"{topic}-out", produced, start)
     else:
         result = measure_kafka(bootstrap, f"{topic}-out", produced, start)
