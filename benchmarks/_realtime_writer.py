@@ -63,11 +63,14 @@ class JoinWriter:
     """A ``foreach`` writer: rows of ``order_id``, ``ts``, ``user_id``, ``topic``,
     ``partition``, ``offset`` (other columns, a padding, are ignored) joined with the
     users in Redis (JSON ``name``, ``tier`` under ``user:<user_id>``) and appended to
-    ``stream``, each source record once (marks in ``stream + ":marks"``)."""
+    ``stream``, each source record once (marks in ``stream + ":marks"``). With
+    ``join=False`` the rows are written as they come, no lookup (``name`` and ``tier``
+    empty): Spark's hand-over alone."""
 
-    def __init__(self, redis_url: str, stream: str) -> None:
+    def __init__(self, redis_url: str, stream: str, *, join: bool = True) -> None:
         self.redis_url = redis_url
         self.stream = stream
+        self.join = join
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         from enrich.engine.runtime import get_loop
@@ -113,7 +116,7 @@ class JoinWriter:
         import redis.asyncio as aioredis
 
         from connectors.redis import RedisLookup
-        from enrich import lookup_chunks_async
+        from enrich import JoinedChunk, lookup_chunks_async
 
         users = RedisLookup(
             self.redis_url, key_template="user:{}", value="json", schema="name string, tier string"
@@ -122,7 +125,12 @@ class JoinWriter:
         write = client.register_script(WRITE_SCRIPT)
         marks = f"{self.stream}:marks"
         try:
-            async for joined in lookup_chunks_async(self._chunks(), users, capacity=CAPACITY):
+            if self.join:
+                chunks = lookup_chunks_async(self._chunks(), users, capacity=CAPACITY)
+            else:
+                chunks = (JoinedChunk(t, list(range(len(t))), [None] * len(t), None)
+                          async for t, _ in self._chunks())  # fmt: skip
+            async for joined in chunks:
                 parts: dict[str, list[Any]] = {}
                 for i, found in zip(joined.indices, joined.rows, strict=True):
                     order, ts, _, part, offset = joined.tag[i]

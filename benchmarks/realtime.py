@@ -12,7 +12,9 @@ lookup join -> Redis on local[2], a one-node KRaft broker, the 100,000 users of
   rows Spark pickles for the writer add up to ``--pad-rate`` MB/s: Spark's
   ``PythonForeachWriter`` hands rows to Python in pickled batches that double in rows
   until one passes 1 MiB (``SerDeUtil.AutoBatchedPickler``), so a row waits until
-  ~1 MiB of rows followed it in its partition, or its real-time batch ends.
+  ~1 MiB of rows followed it in its partition, or its real-time batch ends;
+  (handover, on demand) the real-time query with no join: the writer appends each row
+  as it comes, Spark's hand-over alone (the limit's smallest reproduction).
 
 Latency = the output entry's id (Redis' clock when the row was written) - the source
 record's CreateTime (the producer's), as :mod:`benchmarks.kafka` measures it; "after
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -38,11 +39,12 @@ from typing import Any
 from ._report import table, write
 
 RECORD = Path(__file__).parent / "results" / "realtime.json"
-PATHS = ("redis", "realtime", "realtime-pad")
+PATHS = ("redis", "realtime", "realtime-pad", "handover")
 LABELS = {
     "redis": "micro-batch: kafka -> lookup_join -> redis sink, low_latency()",
     "realtime": "real-time mode: kafka -> foreach(join writer) -> redis",
     "realtime-pad": "real-time mode, rows padded: kafka -> foreach(join writer) -> redis",
+    "handover": "real-time mode, no join: kafka -> foreach(writer) -> redis",
 }
 MIN_BATCH = "spark.sql.streaming.realTimeMode.minBatchDuration"
 
@@ -51,7 +53,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks realtime")
     parser.add_argument("--rates", default="2000,10000")
     parser.add_argument("--seconds", type=float, default=20.0, help="of input a run")
-    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--paths", default=",".join(PATHS[:3]))
     parser.add_argument("--trigger", default="5 seconds", help="the real-time batch's length")
     parser.add_argument("--pad-rate", type=float, default=8.0,
                         help="MB/s of padding the padded path's rows add up to")  # fmt: skip
@@ -66,9 +68,9 @@ def options(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def realtime_query(trigger: str, pad: int) -> Any:
+def realtime_query(trigger: str, pad: int, *, join: bool = True) -> Any:
     """A starter for :func:`benchmarks._kafka_runs.run_path`: the real-time query, its
-    rows padded with ``pad`` bytes (none when 0)."""
+    rows padded with ``pad`` bytes (none when 0), joined unless ``join`` is False."""
     from ._kafka_runs import source
     from ._realtime_writer import JoinWriter, user_id
 
@@ -79,7 +81,7 @@ def realtime_query(trigger: str, pad: int) -> Any:
             columns.append(f"repeat('x', {pad}) AS pad")
         return (
             df.selectExpr(*columns)
-            .writeStream.foreach(JoinWriter(url, f"{topic}-out"))
+            .writeStream.foreach(JoinWriter(url, f"{topic}-out", join=join))
             .outputMode("update")
             .option("checkpointLocation", chk)
             .trigger(realTime=trigger)
@@ -126,12 +128,14 @@ def main(argv: list[str] | None = None) -> None:
                         tag = f"{rate}-{n}-{time.time_ns() % 10**9}"
                         start = None
                         if path != "redis":
-                            start = realtime_query(args.trigger, pad if path.endswith("pad") else 0)
+                            padded = pad if path.endswith("pad") else 0
+                            start = realtime_query(args.trigger, padded, join=path != "handover")
                         result = run_path(spark, broker.bootstrap, url, path, rate, args.seconds,
                                           tag, work, start=start)  # fmt: skip
+                        padded = pad if path.endswith("pad") else 0
                         runs.append({"rate": rate, "path": path, "round": n, "when": when,
                                      "seconds": args.seconds, "trigger": args.trigger,
-                                     "pad": pad if path.endswith("pad") else 0, **result})  # fmt: skip
+                                     "pad": padded, **result})  # fmt: skip
                         RECORD.write_text(json.dumps({**record, "runs": runs}, indent=1))
             spark.stop()
         finally:
