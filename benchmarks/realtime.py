@@ -54,7 +54,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rates", default="2000,10000")
     parser.add_argument("--seconds", type=float, default=20.0, help="of input a run")
     parser.add_argument("--paths", default=",".join(PATHS[:3]))
-    parser.add_argument("--trigger", default="5 seconds", help="the real-time batch's length")
+    parser.add_argument("--trigger", default="2 seconds", help="the real-time batch's length")
     parser.add_argument("--pad-rate", type=float, default=8.0,
                         help="MB/s of padding the padded path's rows add up to")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the paths at each rate")
