@@ -36,7 +36,8 @@ FIELDS = ("order_id", "ts", "name", "tier")  # what each output entry holds
 
 # KEYS: 1 the marks (hash: "topic/partition" -> the highest offset written), 2 the stream.
 # ARGV: 1 the source partition, 2 the number F of fields, 3..2+F their names, then per
-# row its offset and F values, in offset order. Returns the number of entries appended.
+# row its offset and F values, in offset order (the rows a 1:N match gives one record
+# share its offset, and one call). Returns the number of entries appended.
 WRITE_SCRIPT = """
 local part, f = ARGV[1], tonumber(ARGV[2])
 local mark = tonumber(redis.call('HGET', KEYS[1], part) or '-1')
@@ -46,10 +47,10 @@ for j = 1, f do entry[2 * j - 1] = ARGV[2 + j] end
 local i = 3 + f
 while i <= #ARGV do
   local offset = tonumber(ARGV[i])
-  if offset > top then
+  if offset > mark then
     for j = 1, f do entry[2 * j] = ARGV[i + j] end
     redis.call('XADD', KEYS[2], '*', unpack(entry))
-    top = offset
+    if offset > top then top = offset end
     written = written + 1
   end
   i = i + 1 + f
