@@ -22,7 +22,7 @@ record's CreateTime (the producer's), as :mod:`benchmarks.kafka` measures it; "a
 (1 min) is taken just before each row's input starts.
 
 Rerun: ``./scripts/dev bench realtime --rates 2000,10000 --seconds 20 --rounds 3``
-(``--paths``, ``--trigger``, ``--pad-rate``). Each run adds its rows to
+(``--paths``, ``--trigger`` "2 seconds", ``--pad-rate`` 8). Each run adds its rows to
 ``results/realtime.json`` (``--fresh`` starts it anew); the report is written from it.
 What it found: docs/latency.md, "Real-time mode".
 """
