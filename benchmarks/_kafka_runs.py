@@ -154,6 +154,13 @@ class Latencies:
                 "p99": pct(self.late, 99), "first_p99": pct(self.early, 99)}  # fmt: skip
 
 
+def each_once(r: dict[str, Any]) -> str:
+    """A run's "each once" cell: "yes", or what was lost and doubled."""
+    if r["lost"] == 0 and r["duplicates"] == 0:
+        return "yes"
+    return f"no: {r['lost']} lost, {r['duplicates']} doubled"
+
+
 def pct(values: list[float], q: int) -> float:
     if len(values) < 2:
         return float("nan")

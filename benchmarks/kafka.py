@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._kafka_runs import LABELS, PATHS
+from ._kafka_runs import LABELS, PATHS, each_once
 from ._report import table, write
 
 RECORD = Path(__file__).parent / "results" / "kafka.json"
@@ -135,20 +135,14 @@ def main(argv: list[str] | None = None) -> None:
           notes=(__doc__ or "").split("\n\n", 1)[1])  # fmt: skip
 
 
-def _once(r: dict[str, Any]) -> str:
-    if r["lost"] == 0 and r["duplicates"] == 0:
-        return "yes"
-    return f"no: {r['lost']} lost, {r['duplicates']} doubled"
-
-
 def report(record: dict[str, Any]) -> list[tuple[str, str]]:
     sections = []
     order = ("rate", "when", "round")
     runs = sorted(record.get("runs", []),
                   key=lambda r: (*(r[k] for k in order), PATHS.index(r["path"])))  # fmt: skip
     if runs:
-        rows = [[f"{r['rate']:,}", LABELS[r["path"]], r["produced"], _once(r), r["p50"], r["p99"],
-                 r["first_p99"], f"{r['batch_ms']:.0f} ms, {r['batch_rows']:,.0f} rows",
+        rows = [[f"{r['rate']:,}", LABELS[r["path"]], r["produced"], each_once(r), r["p50"],
+                 r["p99"], r["first_p99"], f"{r['batch_ms']:.0f} ms, {r['batch_rows']:,.0f} rows",
                  f"{r['when']}, {r['load']:.1f}"] for r in runs]  # fmt: skip
         sections.append((
             "End-to-end latency, each run its input's seconds (local[2], one session)",
@@ -173,7 +167,7 @@ def ratios(runs: list[dict[str, Any]]) -> str:
         p50, p99 = r["p50"] / own["p50"], r["p99"] / own["p99"]
         met = ""
         if r["rate"] == TARGET_RATE:
-            ok = p50 <= 1.25 and p99 <= 1.25 and r["p99"] <= 500 and _once(r) == "yes"
+            ok = p50 <= 1.25 and p99 <= 1.25 and r["p99"] <= 500 and each_once(r) == "yes"
             met = "yes" if ok else "no"
         rows.append([f"{r['rate']:,}", LABELS[r["path"]], f"{p50:.2f}x", f"{p99:.2f}x",
                      r["p99"], met or "-",
@@ -195,7 +189,7 @@ def backlog_report(b: dict[str, Any]) -> tuple[str, str]:
         rate = b["records"] / r["seconds"]
         ratio = (hand["seconds"] / r["seconds"]) if hand else math.nan
         rows.append([labels[path], f"{r['seconds']:.1f}", f"{rate:,.0f}", f"{ratio:.2f}x",
-                     _once(r), r["batches"] if r["batches"] is not None else "-",
+                     each_once(r), r["batches"] if r["batches"] is not None else "-",
                      f"{r['load']:.1f}"])  # fmt: skip
     return (
         f"A backlog of {b['records']:,} records, kafka -> kafka ({b['when']} UTC; target: "

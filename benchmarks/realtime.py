@@ -36,12 +36,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._kafka_runs import LABELS as KAFKA_LABELS, each_once
 from ._report import table, write
 
 RECORD = Path(__file__).parent / "results" / "realtime.json"
 PATHS = ("redis", "realtime", "realtime-pad", "handover")
 LABELS = {
-    "redis": "micro-batch: kafka -> lookup_join -> redis sink, low_latency()",
+    "redis": f"micro-batch: {KAFKA_LABELS['redis']}",
     "realtime": "real-time mode: kafka -> foreach(join writer) -> redis",
     "realtime-pad": "real-time mode, rows padded: kafka -> foreach(join writer) -> redis",
     "handover": "real-time mode, no join: kafka -> foreach(writer) -> redis",
@@ -145,17 +146,11 @@ def main(argv: list[str] | None = None) -> None:
           notes=(__doc__ or "").split("\n\n", 1)[1])  # fmt: skip
 
 
-def _once(r: dict[str, Any]) -> str:
-    if r["lost"] == 0 and r["duplicates"] == 0:
-        return "yes"
-    return f"no: {r['lost']} lost, {r['duplicates']} doubled"
-
-
 def report(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     order = sorted(runs, key=lambda r: (r["rate"], r["when"], r["round"], PATHS.index(r["path"])))
     rows = [[f"{r['rate']:,}", LABELS[r["path"]],
              f"{r['trigger']}, pad {r['pad']:,} B" if r["path"] != "redis" else "trigger 0",
-             r["produced"], _once(r), r["p50"], r["p99"], r["first_p99"],
+             r["produced"], each_once(r), r["p50"], r["p99"], r["first_p99"],
              f"{r['when']}, {r['load']:.1f}"] for r in order]  # fmt: skip
     base = {(r["rate"], r["when"], r["round"]): r for r in runs if r["path"] == "redis"}
     ratios = []
