@@ -83,11 +83,17 @@ class JoinWriter:
         return True
 
     def process(self, row: Any) -> None:
-        if self._done.done():
-            self._done.result()  # the loop failed: fail the task with its error
-        self._room.acquire()
+        self._check()
+        while not self._room.acquire(timeout=1.0):  # back-pressure, as long as the loop runs
+            self._check()
         item = (row.order_id, row.ts, row.user_id, f"{row.topic}/{row.partition}", row.offset)
         self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def _check(self) -> None:
+        """Fails the task with the loop's error, once the loop has ended before close()."""
+        if self._done.done():
+            self._done.result()
+            raise RuntimeError("the writer's loop ended before close()")
 
     def close(self, error: BaseException | None) -> None:
         self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
