@@ -29,6 +29,12 @@ topic first, then ``kafka -> lookup_join -> kafka`` on the library's defaults (q
 start included) against a hand-written 2-process consumer, on the same data; Spark's
 own ``kafka -> kafka`` on the same defaults beside them, as the JVM side's floor.
 
+Part ``levers`` (:mod:`benchmarks._kafka_levers`): Spark's own settings (pipelined
+transfer to Python, Unix domain sockets, Arrow batch sizes, ``spark.buffer.size``), each
+in a fresh session beside a baseline session in the same round, on ``--paths`` at
+``--rates`` (``--levers`` picks them: ``./scripts/dev bench kafka --parts levers --rates
+10000 --paths join,redis --rounds 2``).
+
 Rerun: ``./scripts/dev bench kafka --rates 2000,10000,30000 --seconds 20`` (``--paths``,
 ``--parts rates,backlog``, ``--records``, ``--rounds``). Each run adds its rows to
 ``results/kafka.json`` (``--fresh`` starts it anew; a backlog replaces the last), so the
@@ -65,10 +71,17 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=1_000_000, help="backlog size")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the paths at each rate")
     parser.add_argument("--fresh", action="store_true", help="drop the runs recorded before")
+    parser.add_argument("--levers", default="pipelined,uds,arrow-2k,buffer-1m",
+                        help="part levers: settings to compare with the baseline")  # fmt: skip
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",")]
     args.paths = args.paths.split(",")
     args.parts = args.parts.split(",")
+    args.levers = args.levers.split(",")
+    from ._kafka_levers import LEVERS
+
+    if any(lever not in LEVERS for lever in args.levers):
+        parser.error(f"unknown lever in {args.levers}; choose from {', '.join(LEVERS)}")
     unknown = [p for p in args.paths if p not in PATHS]
     if unknown:
         parser.error(f"unknown path {unknown[0]!r}; choose from {', '.join(PATHS)}")
@@ -94,8 +107,17 @@ def main(argv: list[str] | None = None) -> None:
         broker = KafkaBroker(work / "broker").start()
         try:
             load_users(url)
-            spark = start_spark(spark__jars=",".join(str(j) for j in connector_jars()))
+            jars = ",".join(str(j) for j in connector_jars())
+            spark = start_spark(spark__jars=jars)
             register_data_sources(spark)
+            if "levers" in args.parts:
+                from . import _kafka_levers
+
+                tried = record.get("levers", [])
+                save = lambda: RECORD.write_text(json.dumps({**record, "levers": tried}, indent=1))  # noqa: E731
+                spark = _kafka_levers.run(spark, jars, args, broker.bootstrap, url, work, when,
+                                          tried, save)  # fmt: skip
+                record["levers"] = tried
             if "rates" in args.parts:
                 runs = record.get("runs", [])
                 for rate in args.rates:
@@ -154,6 +176,10 @@ def report(record: dict[str, Any]) -> list[tuple[str, str]]:
                          ratios(runs)))  # fmt: skip
     if "backlog" in record:
         sections.append(backlog_report(record["backlog"]))
+    if record.get("levers"):
+        from ._kafka_levers import report as levers_report
+
+        sections.append(levers_report(record["levers"]))
     return sections
 
 

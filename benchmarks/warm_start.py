@@ -3,7 +3,9 @@
 
 Each measure is a fresh driver process (the daemon module is read when the SparkContext
 starts), the variants taking turns (in order, then reversed...): ``warm``, the session
-helper's default (its warm daemon); ``stock``, ``pyspark.daemon``:
+helper's defaults (its warm daemon, and its warm start: the query's Python processes
+started in the background as the session starts); ``daemon``, the warm daemon without
+the warm start; ``stock``, ``pyspark.daemon`` without either:
 
 * ``defaults``: ``redis-stream -> lookup_join -> redis`` on the defaults, 2,000 entries
   waiting in the source: seconds from ``start()`` to the first output entry (the
@@ -16,7 +18,7 @@ helper's default (its warm daemon); ``stock``, ``pyspark.daemon``:
 
 ``ENRICH_BENCH_WARM_ROUNDS`` (default 1) sets the rounds, ``ENRICH_BENCH_WARM_KINDS``
 the measures (``defaults,low,worker``), ``ENRICH_BENCH_WARM_VARIANTS`` the variants
-(``warm,stock``). Run: ``python -m benchmarks.warm_start``.
+(``warm,daemon,stock``). Run: ``python -m benchmarks.warm_start``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,12 @@ from ._report import table, write
 ROOT = Path(__file__).resolve().parents[1]
 ROUNDS = int(os.environ.get("ENRICH_BENCH_WARM_ROUNDS", 1))
 KINDS = os.environ.get("ENRICH_BENCH_WARM_KINDS", "defaults,low,worker").split(",")
-VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "warm,stock").split(","))
-LABELS = {"warm": "enrich.spark.session", "stock": "pyspark.daemon"}
+VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "warm,daemon,stock").split(","))
+LABELS = {
+    "warm": "enrich.spark.session (the defaults: warm daemon, warm start)",
+    "daemon": "enrich.spark.session, warm_start=False",
+    "stock": "pyspark.daemon, warm_start=False",
+}
 ENTRIES = 2_000
 LIMIT = 180.0  # seconds a child may wait for its first output entry
 
@@ -55,7 +61,8 @@ def child_main(url: str, kind: str, variant: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     began = time.perf_counter()
     spark = session(
-        "enrich-warm-bench", "local[2]", warm_workers=variant == "warm",
+        "enrich-warm-bench", "local[2]", warm_workers=variant != "stock",
+        warm_start=variant == "warm",
         spark__ui__enabled="false", spark__ui__showConsoleProgress="false",
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="1g",

@@ -32,6 +32,7 @@ import re
 import shutil
 import sys
 import time
+import warnings
 
 from pyspark.sql import SparkSession
 
@@ -77,6 +78,7 @@ def session(
     master: str | None = None,
     *,
     warm_workers: bool | None = None,
+    warm_start: bool | None = None,
     **conf: str,
 ) -> SparkSession:
     """A SparkSession with what spark-enrich needs, after checking for Java.
@@ -93,6 +95,16 @@ def session(
     opt-in there (True). A ``spark.python.daemon.module`` given in ``conf`` (or to
     spark-submit) wins. Read when the SparkContext starts: a running one keeps its daemon.
 
+    ``warm_start``: when this call starts the SparkContext, run
+    :func:`enrich.spark.warm_up` before returning, so that the Python processes a
+    streaming query's first micro-batch waits for (the driver-side planners of a Python
+    source and sink, the sink's commit runner, the executors' daemon and workers) are
+    running, with this package imported, when the first query starts: its first row
+    comes seconds after ``start()`` instead of ~16 s on a 2-core machine. It costs the
+    session those seconds (a tiny streaming query that reads nothing of the user's and
+    writes nowhere, stopped before this returns). None (the default) turns it on for a
+    local master, False off; a failed warm-up warns and leaves the session as it is.
+
     Raises:
         RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
     """
@@ -107,13 +119,39 @@ def session(
     if master is not None:
         builder = builder.master(master)
     settings = {key.replace("__", "."): value for key, value in conf.items()}
+    local = is_local(master or settings.get("spark.master") or _submitted_master())
     if warm_workers is None:
-        warm_workers = is_local(master or settings.get("spark.master") or _submitted_master())
+        warm_workers = local
     if warm_workers and DAEMON_CONF not in settings and not _submitted(DAEMON_CONF):
         settings[DAEMON_CONF] = WARM_DAEMON
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    from pyspark import SparkContext
+
+    fresh = SparkContext._active_spark_context is None
+    spark = builder.getOrCreate()
+    if fresh and (local if warm_start is None else warm_start):
+        _warm_start(spark)
+    return spark
+
+
+def _warm_start(spark: SparkSession) -> None:
+    # A cold streaming query on a local master waited 16 s for its first row, ~12 s of it
+    # for Spark to start, one after another, the driver's planner processes and the
+    # executors' daemon (benchmarks/start_trace.py; docs/performance.md, "Where a cold
+    # query's first seconds go"). Spark keeps those daemons for the SparkContext's life,
+    # so started here the first query finds them running. Run before returning: started
+    # in the background, a query built at once trailed the warm-up and gained nothing
+    # (16.5 s against 16.9, 2026-12-06).
+    try:
+        from .queries.latency import warm_up
+    except ImportError:  # a pyspark without Python streaming data sources (before 4.1)
+        return
+    try:
+        warm_up(spark)
+    except Exception as exc:  # only a head start: a query starts its processes anyway
+        warnings.warn(f"enrich: warming the session's Python processes failed: {exc}",
+                      RuntimeWarning, stacklevel=3)  # fmt: skip
 
 
 def is_local(master: str | None) -> bool:
