@@ -54,10 +54,10 @@ def run(
     spark: Any, jars: str, args: Any, bootstrap: str, url: str, work: Path, when: str,
     runs: list[dict[str, Any]], save: Any,
 ) -> Any:  # fmt: skip
-    """Run ``args.levers`` (the baseline first) at ``args.rates`` on ``args.paths`` for
-    ``args.rounds`` rounds, appending to ``runs`` (``save()`` after each); returns a
-    fresh baseline session for the parts that follow."""
-    levers = ["baseline", *(lever for lever in args.levers if lever != "baseline")]
+    """Run ``args.levers`` and the baseline (first, unless ``args.levers`` places it) at
+    ``args.rates`` on ``args.paths`` for ``args.rounds`` rounds, appending to ``runs``
+    (``save()`` after each); returns a fresh baseline session for the parts that follow."""
+    levers = args.levers if "baseline" in args.levers else ["baseline", *args.levers]
     for rate in args.rates:
         for n in range(args.rounds):
             for lever in levers if n % 2 == 0 else levers[::-1]:

@@ -32,8 +32,8 @@ own ``kafka -> kafka`` on the same defaults beside them, as the JVM side's floor
 Part ``levers`` (:mod:`benchmarks._kafka_levers`): Spark's own settings (pipelined
 transfer to Python, Unix domain sockets, Arrow batch sizes, ``spark.buffer.size``), each
 in a fresh session beside a baseline session in the same round, on ``--paths`` at
-``--rates`` (``--levers`` picks them: ``./scripts/dev bench kafka --parts levers --rates
-10000 --paths join,redis --rounds 2``).
+``--rates`` (``--levers`` picks them and their order, ``baseline`` first unless placed:
+``./scripts/dev bench kafka --parts levers --rates 10000 --paths join,redis --rounds 2``).
 
 Rerun: ``./scripts/dev bench kafka --rates 2000,10000,30000 --seconds 20`` (``--paths``,
 ``--parts rates,backlog``, ``--records``, ``--rounds``). Each run adds its rows to
