@@ -3,11 +3,15 @@
 SparkContext or a Python worker starts), the levers taking turns within a round (in
 order, then reversed), each beside the baseline of its round.
 
-The levers (pyspark 4.3.0's names, read from its jars):
+The baseline is the library's session defaults (``enrich.spark.session()``, which turns
+pipelined transfer on since these runs chose it; the runs before had Spark's default,
+off: each run records its settings). The levers (pyspark 4.3.0's names, read from its
+jars):
 
-- ``pipelined``: ``spark.python.udf.pipelined.enabled`` (off by default): the JVM writes
-  a Python stage's input from a thread of its own while the task reads the output, and
-  the worker reads its input ahead (``spark.python.udf.pipelined.queueDepth``, 2);
+- ``pipelined`` / ``no-pipelined``: ``spark.python.udf.pipelined.enabled`` (Spark's
+  default: off): the JVM writes a Python stage's input from a thread of its own while
+  the task reads the output, and the worker reads its input ahead
+  (``spark.python.udf.pipelined.queueDepth``, 2);
 - ``uds``: ``spark.python.unix.domain.socket.enabled`` (off): the JVM and its Python
   workers talk over Unix domain sockets instead of loopback TCP;
 - ``arrow-2k``: ``spark.sql.execution.arrow.maxRecordsPerBatch`` 2,000 (10,000 by
@@ -30,12 +34,16 @@ from ._kafka_runs import LABELS, run_path
 from ._report import table
 
 LEVERS: dict[str, dict[str, str]] = {
-    "baseline": {},
+    "baseline": {},  # the library's session defaults (since 2026-12-06: pipelined on)
     "pipelined": {"spark.python.udf.pipelined.enabled": "true"},
+    "no-pipelined": {"spark.python.udf.pipelined.enabled": "false"},
     "uds": {"spark.python.unix.domain.socket.enabled": "true"},
     "arrow-2k": {"spark.sql.execution.arrow.maxRecordsPerBatch": "2000"},
     "buffer-1m": {"spark.buffer.size": str(1 << 20)},
 }
+
+# Recorded with each run as the session had it (the baseline's changes with the defaults).
+TRACKED = ("spark.python.udf.pipelined.enabled",)
 
 
 def start(jars: str, lever: str) -> Any:
@@ -58,17 +66,24 @@ def run(
     ``args.rates`` on ``args.paths`` for ``args.rounds`` rounds, appending to ``runs``
     (``save()`` after each); returns a fresh baseline session for the parts that follow."""
     levers = args.levers if "baseline" in args.levers else ["baseline", *args.levers]
+    # Unmeasured: the JVM's first session compiles its hot paths (JIT) while it runs, so
+    # whichever lever came first fell behind at 10,000/s on 2 cores (2026-12-06, three
+    # rounds, each first one); the JVM (and its compiled code) outlives the sessions.
+    print("kafka: levers, warming the JVM up (unmeasured)", flush=True)
+    run_path(spark, bootstrap, url, args.paths[0], args.rates[0], args.seconds, "jit", work)
     for rate in args.rates:
         for n in range(args.rounds):
             for lever in levers if n % 2 == 0 else levers[::-1]:
                 spark.stop()
                 spark = start(jars, lever)
+                conf = spark.sparkContext.getConf()
+                settings = {key: conf.get(key, "false") for key in TRACKED} | LEVERS[lever]
                 for path in args.paths:
                     print(f"kafka: {lever}, {path} at {rate:,}/s", flush=True)
                     tag = f"{rate}-{n}-{time.time_ns() % 10**9}"
                     result = run_path(spark, bootstrap, url, path, rate, args.seconds, tag, work)
                     runs.append({"rate": rate, "path": path, "round": n, "when": when,
-                                 "lever": lever, "settings": LEVERS[lever],
+                                 "lever": lever, "settings": settings,
                                  "seconds": args.seconds, **result})  # fmt: skip
                     save()
     spark.stop()
@@ -85,12 +100,13 @@ def report(runs: list[dict[str, Any]]) -> tuple[str, str]:
         cells.setdefault((r["rate"], r["path"], r["lever"]), []).append(r)
     rows = []
     for (rate, path, lever), group in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                             list(LEVERS).index(kv[0][2]))):  # fmt: skip
+                                             [*LEVERS, kv[0][2]].index(kv[0][2]))):  # fmt: skip
         pairs = [(r, base.get((r["rate"], r["path"], r["when"], r["round"]))) for r in group]
         ratio50 = [r["p50"] / b["p50"] for r, b in pairs if b]
         ratio99 = [r["p99"] / b["p99"] for r, b in pairs if b]
         once = all(r["lost"] == 0 and r["duplicates"] == 0 for r in group)
-        settings = ", ".join(f"{k}={v}" for k, v in LEVERS[lever].items()) or "Spark's defaults"
+        recorded = group[0].get("settings", LEVERS.get(lever, {}))
+        settings = ", ".join(f"{k}={v}" for k, v in recorded.items()) or "session defaults"
         rows.append([
             f"{rate:,}", LABELS[path], lever, settings, len(group),
             f"{statistics.median(r['p50'] for r in group):,.0f}",

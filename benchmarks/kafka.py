@@ -71,7 +71,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=1_000_000, help="backlog size")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the paths at each rate")
     parser.add_argument("--fresh", action="store_true", help="drop the runs recorded before")
-    parser.add_argument("--levers", default="pipelined,uds,arrow-2k,buffer-1m",
+    parser.add_argument("--levers", default="no-pipelined,uds,arrow-2k,buffer-1m",
                         help="part levers: settings to compare with the baseline")  # fmt: skip
     args = parser.parse_args(argv)
     args.rates = [int(r) for r in args.rates.split(",")]

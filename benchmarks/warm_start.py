@@ -67,6 +67,8 @@ def child_main(url: str, kind: str, variant: str) -> None:
         spark__ui__enabled="false", spark__ui__showConsoleProgress="false",
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="1g",
+        # a Python process's connect-back under load (15 s by default; missed at load 18)
+        spark__python__authenticate__socketTimeout="120s",
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     out: dict[str, Any] = {"session_s": time.perf_counter() - began, "load": os.getloadavg()[0]}
