@@ -39,6 +39,17 @@ from pyspark.sql import SparkSession
 DAEMON_CONF = "spark.python.daemon.module"
 WARM_DAEMON = "enrich.spark.session"
 
+# Spark settings session() sets unless the caller (``conf``) or spark-submit gave them.
+# Pipelined transfer to Python workers (Spark 4.3+, off by Spark's default; an older
+# Spark ignores the key): the JVM writes a Python stage's input from a thread of its
+# own while the task reads the output, and the worker reads its input ahead. Measured
+# side by side (benchmarks/kafka.py --parts levers, local[2], 10,000 records/s,
+# 2026-12-06, load 15-25; docs/performance.md, "Spark's own levers"): in both pairs
+# that compare, the kafka -> lookup_join -> kafka and low_latency() redis paths' p99
+# 0.40-0.93x its baseline session's (pipelined off), micro-batches 230-701 ms against
+# 376-1,466, every record once.
+SPARK_DEFAULTS: dict[str, str] = {"spark.python.udf.pipelined.enabled": "true"}
+
 # What the daemon imports, in this order: what a stage's first batch would otherwise
 # import in every fresh worker (``python -X importtime``, 2026-11-27, load ~5:
 # pyspark.worker 0.38 s, pandas 0.2 s, aiohttp 0.3 s, pyarrow 0.13-0.19 s, redis.asyncio
@@ -84,8 +95,9 @@ def session(
     """A SparkSession with what spark-enrich needs, after checking for Java.
 
     Sets ``PYSPARK_PYTHON`` to this interpreter when unset (Spark's Python workers must
-    import pyarrow and enrich), and applies ``conf`` (dots written as ``__``:
-    ``spark__sql__shuffle__partitions="4"``).
+    import pyarrow and enrich), applies ``conf`` (dots written as ``__``:
+    ``spark__sql__shuffle__partitions="4"``), and sets :data:`SPARK_DEFAULTS` (pipelined
+    transfer to Python workers) where neither ``conf`` nor spark-submit set them.
 
     ``warm_workers``: fork Spark's Python workers from this module's daemon (see the
     module docstring), which has imported pyspark's worker, pyarrow, the store clients
@@ -124,6 +136,9 @@ def session(
         warm_workers = local
     if warm_workers and DAEMON_CONF not in settings and not _submitted(DAEMON_CONF):
         settings[DAEMON_CONF] = WARM_DAEMON
+    for key, value in SPARK_DEFAULTS.items():
+        if key not in settings and not _submitted(key):
+            settings[key] = value
     for key, value in settings.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext

@@ -29,9 +29,11 @@ DRIVER = """
 import json, os, sys
 from enrich.spark import session
 
+given = {} if sys.argv[1] == "on" else {"spark__python__udf__pipelined__enabled": "false"}
 spark = session("enrich-warm-start-test", "local[1]", warm_start=sys.argv[1] == "on",
                 spark__ui__enabled="false", spark__python__worker__reuse="true",
-                spark__python__authenticate__socketTimeout="120s")
+                spark__python__authenticate__socketTimeout="120s", **given)
+pipelined = spark.sparkContext.getConf().get("spark.python.udf.pipelined.enabled")
 
 def children(pid):
     found = []
@@ -61,7 +63,7 @@ while todo:
         continue
 active = len(spark.streams.active)
 spark.stop()
-print(json.dumps({"active": active, "processes": processes}))
+print(json.dumps({"active": active, "processes": processes, "pipelined": pipelined}))
 """
 
 
@@ -104,8 +106,10 @@ def test_a_local_session_starts_the_query_processes_before_any_query() -> None:
     }
     # The executor's daemon: this package's warm daemon, forking the workers.
     assert any("enrich.spark.session" in command for command in processes)  # type: ignore[union-attr]
+    assert result["pipelined"] == "true"  # SPARK_DEFAULTS, none given
 
 
-def test_warm_start_off_starts_none() -> None:
+def test_warm_start_off_starts_none_and_a_given_setting_wins() -> None:
     result = _driver("off")
     assert _planners(result["processes"]) == set()
+    assert result["pipelined"] == "false"
