@@ -33,6 +33,7 @@ SUITES = (
     "kafka",
     "kafka_sink",
     "realtime",
+    "warm_start",
 )
 
 

@@ -19,7 +19,8 @@ the warm start; ``stock``, ``pyspark.daemon`` without either:
 
 ``ENRICH_BENCH_WARM_ROUNDS`` (default 1) sets the rounds, ``ENRICH_BENCH_WARM_KINDS``
 the measures (``defaults,low,worker``), ``ENRICH_BENCH_WARM_VARIANTS`` the variants
-(``warm,daemon,stock``). Run: ``python -m benchmarks.warm_start``.
+(``warm,daemon,stock``). Run: ``./scripts/dev bench warm_start`` (or ``python -m
+benchmarks warm_start``).
 """
 
 from __future__ import annotations
