@@ -45,7 +45,7 @@ KINDS = os.environ.get("ENRICH_BENCH_WARM_KINDS", "defaults,low,worker").split("
 VARIANTS = tuple(os.environ.get("ENRICH_BENCH_WARM_VARIANTS", "warm,daemon,stock").split(","))
 LABELS = {
     "warm": "enrich.spark.session (the defaults: warm daemon, warm start)",
-    "daemon": "enrich.spark.session, warm_start=False",
+    "daemon": "enrich.spark.session (its defaults: warm_start=False)",
     "stock": "pyspark.daemon, warm_start=False",
 }
 ENTRIES = 2_000

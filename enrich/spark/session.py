@@ -89,7 +89,7 @@ def session(
     master: str | None = None,
     *,
     warm_workers: bool | None = None,
-    warm_start: bool | None = None,
+    warm_start: bool = False,
     **conf: str,
 ) -> SparkSession:
     """A SparkSession with what spark-enrich needs, after checking for Java.
@@ -114,8 +114,10 @@ def session(
     running, with this package imported, when the first query starts: its first row
     comes seconds after ``start()`` instead of ~16 s on a 2-core machine. It costs the
     session those seconds (a tiny streaming query that reads nothing of the user's and
-    writes nowhere, stopped before this returns). None (the default) turns it on for a
-    local master, False off; a failed warm-up warns and leaves the session as it is.
+    writes nowhere, stopped before this returns), so from the program's start to the
+    first row it saves nothing (measured: docs/performance.md): it pays where a query
+    must answer soon after ``start()``. Off by default (a batch job would only wait); a
+    failed warm-up warns and leaves the session as it is.
 
     Raises:
         RuntimeError: no Java runtime was found (Spark needs Java 17 or newer).
@@ -145,7 +147,7 @@ def session(
 
     fresh = SparkContext._active_spark_context is None
     spark = builder.getOrCreate()
-    if fresh and (local if warm_start is None else warm_start):
+    if fresh and warm_start:
         _warm_start(spark)
     return spark
 

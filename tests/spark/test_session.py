@@ -1,7 +1,7 @@
-"""The session helper's warm start: on a local master, a fresh session starts the Python
-processes a streaming query's first micro-batch waits for (the driver-side planners of a
-Python source and sink, the sink's commit runner, the executor's daemon) before it
-returns, and leaves no query running.
+"""The session helper's warm start: asked for (``warm_start=True``), a fresh session starts
+the Python processes a streaming query's first micro-batch waits for (the driver-side
+planners of a Python source and sink, the sink's commit runner, the executor's daemon)
+before it returns, and leaves no query running; on the defaults it starts none.
 
 Each test is a fresh driver process: the warm start runs only when ``session()`` starts
 the SparkContext, which the suite's shared session already did.
@@ -30,7 +30,8 @@ import json, os, sys
 from enrich.spark import session
 
 given = {} if sys.argv[1] == "on" else {"spark__python__udf__pipelined__enabled": "false"}
-spark = session("enrich-warm-start-test", "local[1]", warm_start=sys.argv[1] == "on",
+warm = {"warm_start": True} if sys.argv[1] == "on" else {}  # off: the defaults
+spark = session("enrich-warm-start-test", "local[1]", **warm,
                 spark__ui__enabled="false", spark__python__worker__reuse="true",
                 spark__python__authenticate__socketTimeout="120s", **given)
 pipelined = spark.sparkContext.getConf().get("spark.python.udf.pipelined.enabled")
@@ -93,7 +94,7 @@ def _planners(processes: object) -> set[str]:
     return {name for name in names if any(name in command for command in processes)}
 
 
-def test_a_local_session_starts_the_query_processes_before_any_query() -> None:
+def test_a_warm_session_starts_the_query_processes_before_any_query() -> None:
     result = _driver("on")
     assert result["active"] == 0  # the warm-up query stopped
     processes = result["processes"]
@@ -109,7 +110,7 @@ def test_a_local_session_starts_the_query_processes_before_any_query() -> None:
     assert result["pipelined"] == "true"  # SPARK_DEFAULTS, none given
 
 
-def test_warm_start_off_starts_none_and_a_given_setting_wins() -> None:
+def test_the_defaults_start_none_and_a_given_setting_wins() -> None:
     result = _driver("off")
     assert _planners(result["processes"]) == set()
     assert result["pipelined"] == "false"
