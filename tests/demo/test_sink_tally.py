@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from enrich.demo.streaming.sink_tally import CASES, SinkTally
 
 COUNTS_3 = {"rows": 100, "enriched": 85, "unknown user": 5, "null key": 5, "dead letter": 5}
@@ -58,3 +60,22 @@ def test_the_cases_split_every_row_once() -> None:
     names = [case.name for case in CASES]
     assert names == ["enriched", "unknown user", "null key", "dead letter"]
     assert len({case.label for case in CASES}) == len(CASES)
+
+
+class _CancelledBatch:
+    """A micro-batch whose count Spark cancels (the stop's cancellation of all jobs)."""
+
+    def selectExpr(self, *columns: str) -> _CancelledBatch:
+        return self
+
+    def collect(self) -> list[object]:
+        raise RuntimeError("[SPARK_JOB_CANCELLED] Job 5 cancelled")
+
+
+def test_a_batch_cut_short_by_the_stop_ends_quietly_and_counts_nowhere() -> None:
+    tally = SinkTally()
+    with pytest.raises(RuntimeError, match="SPARK_JOB_CANCELLED"):  # not stopping: raised
+        tally(_CancelledBatch(), 3)
+    tally.stopping()
+    tally(_CancelledBatch(), 3)  # the stop's: no stack trace for Spark to print
+    assert tally.totals({}).sink_rows == 0

@@ -193,8 +193,8 @@ def _live_demo(
         )
     spark.sparkContext.setLogLevel("ERROR")
     query = None
+    tally = SinkTally()
     try:
-        tally = SinkTally()
         with waiting("the query to start (Spark plans it and starts its source)", "query started"):
             enriched = _enriched(spark, redis_url, http_base, rows_per_second, kafka, postgres_url)
             query = (
@@ -206,11 +206,11 @@ def _live_demo(
             watch_live(spark, query, watch)
             if watch.has_given_up():
                 failure = watch.reason()
-                _stop(query, limit=0.0)
+                _stop(query, tally, limit=0.0)
             elif not watch.is_done():  # the query ended by itself: it failed
                 failure = f"the query stopped: {_first_line(query.exception())}"
             else:
-                _stop(query, limit=STOP_LIMIT)
+                _stop(query, tally, limit=STOP_LIMIT)
         except KeyboardInterrupt:
             print(
                 "\n   Ctrl-C: stopping the query after the micro-batch in progress "
@@ -220,7 +220,7 @@ def _live_demo(
             # A stop in the middle of a batch makes its Python workers print tracebacks
             # of the closed sockets; one more second or two is cheaper than that noise.
             with contextlib.suppress(KeyboardInterrupt):
-                _stop(query, limit=30.0)
+                _stop(query, tally, limit=30.0)
         watch.note(batches_of(query.recentProgress))  # what ended since the last look
         print()
         for line in tally.totals(watch.ended()).lines():
@@ -231,6 +231,7 @@ def _live_demo(
         return failure
     finally:
         if query is not None and query.isActive:
+            tally.stopping()
             query.stop()
         # A task cancelled by a stop is logged at ERROR with a stack trace: not news here.
         spark.sparkContext.setLogLevel("OFF")
@@ -285,7 +286,7 @@ def _connector(kafka: str | None) -> dict[str, Any]:  # session()'s **conf (str 
     return {"spark__jars": ",".join(str(jar) for jar in connector_jars())}
 
 
-def _stop(query: Any, limit: float) -> None:
+def _stop(query: Any, tally: SinkTally, limit: float) -> None:
     """Stop the query once the micro-batch in progress has ended (waiting at most
     ``limit`` seconds for it), so that the stop cuts short at most the planning of the
     next one, before any of its rows reach the sink."""
@@ -299,6 +300,7 @@ def _stop(query: Any, limit: float) -> None:
         # a Java stack trace, on the console; that batch counts nowhere (it reports no
         # progress), so the trace says nothing the totals do not.
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        tally.stopping()  # and the sink's count of a batch cut short ends quietly
         query.stop()
     if not ended:
         print(f"   micro-batch {batch} did not end within {limit:g} s: the stop cut it short")

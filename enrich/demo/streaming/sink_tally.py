@@ -104,8 +104,22 @@ class SinkTally:
         self._lock = threading.Lock()
         self._counts: dict[int, dict[str, int]] = {}
         self._samples: dict[str, dict[str, Any]] = {}
+        self._stopping = threading.Event()
+
+    def stopping(self) -> None:
+        """The query is being stopped: a micro-batch the stop cancels mid-count ends
+        quietly (it reports no progress and counts nowhere) instead of failing with a
+        stack trace Spark would print."""
+        self._stopping.set()
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        try:
+            self._count(batch, batch_id)
+        except Exception:
+            if not self._stopping.is_set():
+                raise
+
+    def _count(self, batch: Any, batch_id: int) -> None:
         columns = ", ".join(SAMPLE_COLUMNS)
         aggregates = ["count(1) AS rows"]
         for i, case in enumerate(CASES):
