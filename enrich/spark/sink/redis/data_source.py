@@ -295,7 +295,7 @@ class _RedisWriter:
             client.close()
         log.info(
             "redis sink %s: batch %s %s (%d operations in %d steps, at most %d a step%s; "
-            "%d leftover staging lists removed%s)",
+            "%d leftover staging lists removed%s%s)",
             settings.target,
             batch,
             "was already committed, skipped" if done.skipped else "committed",
@@ -305,6 +305,9 @@ class _RedisWriter:
             ", resuming a publish an earlier attempt started" if done.resumed else "",
             done.cleaned,
             f"; {done.replayed} rows of source entries published before" if done.replayed else "",
+            f"; {done.unchecked} published without a row-by-row source check"
+            if done.unchecked
+            else "",
         )
 
     def _settle(self, batch: str, spans: list[str]) -> None:
