@@ -89,6 +89,7 @@ from ..joined import JoinableSink, run_stage
 from . import by_source, two_phase
 from .codec import pack
 from .row_writes import RowEncoder, SinkMode, SinkSettings
+from .source_range import SourceRange
 from .two_phase import layout
 
 log = logging.getLogger("enrich.spark.sinks")
@@ -109,11 +110,14 @@ CLUSTER_TRANSACTIONAL = (
 @dataclass
 class StagedPart(WriterCommitMessage):
     """What a task attempt staged: its staging list and how many rows it holds (or,
-    publishing from the tasks, the rows it published and the spans it wrote)."""
+    publishing from the tasks, the rows it published and the spans it wrote); keyed by
+    the source record, what the list holds of its source when the commit may skip each
+    row's check (:meth:`~enrich.spark.sink.redis.source_range.SourceRange.summary`)."""
 
     staging: str | None
     rows: int
     spans: tuple[str, ...] = ()
+    source_range: str = ""
 
 
 def _task() -> tuple[int, str, str | None]:
@@ -185,6 +189,10 @@ class _RedisWriter:
             if self.settings.from_tasks:
                 return self._publish(client, encoder, items, (batch, partition, attempt))
             staging = two_phase.staging_key(identity, batch, partition, attempt)
+            ranges = None
+            if self.settings.source is not None:
+                ranges = SourceRange(self.settings.source, self.schema.names)
+                items = ranges.follow(items)
             count = 0
             limit = self.settings.max_rows if self.settings.atomic else None
             for chunk in _staged_chunks(encoder, items):
@@ -204,7 +212,8 @@ class _RedisWriter:
                 pipe.execute()
                 count += len(chunk)
                 hooks.pause_if_asked("mid_write", batch_id)
-            return StagedPart(staging if count else None, count)
+            summary = ranges.summary() if ranges is not None and count else ""
+            return StagedPart(staging if count else None, count, source_range=summary)
         finally:
             client.close()
 
@@ -248,7 +257,8 @@ class _RedisWriter:
         if self.settings.from_tasks:
             self._settle(batch, [s for m in messages if isinstance(m, StagedPart) for s in m.spans])
             return
-        staged = [(m.staging, m.rows) for m in messages if isinstance(m, StagedPart) and m.staging]
+        parts = [m for m in messages if isinstance(m, StagedPart) and m.staging]
+        staged = [(m.staging, m.rows) for m in parts if m.staging]
         settings = self.settings
         rows, limit = sum(n for _, n in staged), settings.max_rows
         if settings.atomic and limit is not None and rows > limit:
@@ -269,6 +279,7 @@ class _RedisWriter:
                     "between_steps", batch if marked else None
                 ),
                 source=settings.source,
+                ranges=[m.source_range for m in parts],
             )
 
         try:
@@ -284,7 +295,7 @@ class _RedisWriter:
             client.close()
         log.info(
             "redis sink %s: batch %s %s (%d operations in %d steps, at most %d a step%s; "
-            "%d leftover staging lists removed%s)",
+            "%d leftover staging lists removed%s%s)",
             settings.target,
             batch,
             "was already committed, skipped" if done.skipped else "committed",
@@ -294,6 +305,9 @@ class _RedisWriter:
             ", resuming a publish an earlier attempt started" if done.resumed else "",
             done.cleaned,
             f"; {done.replayed} rows of source entries published before" if done.replayed else "",
+            f"; {done.unchecked} published without a row-by-row source check"
+            if done.unchecked
+            else "",
         )
 
     def _settle(self, batch: str, spans: list[str]) -> None:

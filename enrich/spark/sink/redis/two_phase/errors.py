@@ -187,6 +187,9 @@ class Published:
         longest: the most operations one of its steps applied.
         replayed: keyed by the source record: operations not applied because their
             source entry was published already (a replay, or a batch re-cut).
+        unchecked: keyed by the source record: operations applied without reading
+            their source entry, their whole staging list being after its stream's mark
+            (:mod:`~enrich.spark.sink.redis.source_range`).
     """
 
     skipped: bool
@@ -196,3 +199,4 @@ class Published:
     cleaned: int
     longest: int
     replayed: int = 0
+    unchecked: int = 0

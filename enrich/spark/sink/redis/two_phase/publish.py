@@ -26,6 +26,7 @@ def commit(
     plan_ttl: int = 0,
     between_steps: Callable[[Published], None] | None = None,
     source: SourceFields | None = None,
+    ranges: Sequence[str] = (),
 ) -> Published:
     """Publish the staged lists of ``batch`` in steps of at most ``step`` operations.
 
@@ -46,6 +47,11 @@ def commit(
         source: keyed by the source record: where rows hold their source entry id
             (and stream); each source entry is published at most once, whatever batch
             carries it (see :mod:`.script`). None: keyed by batch id.
+        ranges: keyed by the source record, per staged list (in ``staged`` order, or
+            none at all): its one source stream and first entry id when its rows are of
+            that stream in entry-id order, or "" (see
+            :mod:`~enrich.spark.sink.redis.source_range`); a list whose first id is after
+            its stream's mark is published without each row's check.
 
     Returns:
         What was published (:class:`Published`).
@@ -79,12 +85,15 @@ def commit(
         source.id if source is not None else "",
         source.stream if source is not None else "",
         *(rows for _, rows in staged),
+        *(ranges if source is not None else ()),
     ]
-    rows = steps = longest = replayed = 0
+    if source is not None and ranges and len(ranges) != len(staged):
+        raise ValueError(f"{len(ranges)} source ranges for {len(staged)} staging lists")
+    rows = steps = longest = replayed = unchecked = 0
     resumed = False
     while True:
         reply = script(keys=keys, args=args)
-        state, applied, n, found, published, cleaned, skipped, detail = reply
+        state, applied, n, found, published, cleaned, skipped, detail = reply[:8]
         state, applied, n = int(state), int(applied), int(n)
         if state == 1:
             return Published(True, 0, steps + 1, resumed, int(cleaned), longest, replayed)
@@ -103,11 +112,14 @@ def commit(
             raise StagingMismatch(batch, name, expected, int(found), int(published))
         steps += 1
         rows += applied
+        unchecked += int(reply[8]) if len(reply) > 8 else 0
         replayed += int(skipped)
         longest = max(longest, applied + int(skipped))
         resumed = resumed or bool(int(found))
         if n == 1:
-            return Published(False, rows, steps, resumed, int(cleaned), longest, replayed)
+            return Published(
+                False, rows, steps, resumed, int(cleaned), longest, replayed, unchecked
+            )
         if between_steps is not None:
             between_steps(Published(False, rows, steps, resumed, 0, longest, replayed))
 

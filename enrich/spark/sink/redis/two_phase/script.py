@@ -32,6 +32,14 @@ published under a plan of their own. Since a source batch is a contiguous range 
 entries starting at or before the mark, "after the mark" is exactly "not published yet",
 and a row published once is never published again, whatever batch carries it. A 1:N
 join's rows share their entry id: they are all after the mark or all behind it.
+
+A list the commit knows to hold one source stream's rows in entry-id order (its
+**range**, ``[stream, first id]``, from the task that staged it:
+:mod:`~enrich.spark.sink.redis.source_range`; kept in the plan) is checked once: when its
+first id is after the stream's mark (the plan's), every row of it is, and its rows are
+applied without reading their source entries; the last row of each page, the furthest,
+is read first and raises the plan's largest ids as each row would. A list without a
+range, or whose first id is not after its mark (a replay), is checked row by row.
 """
 
 from __future__ import annotations
@@ -122,8 +130,9 @@ end
 # script processes; 0: no bound), 7 ttl of the plan in seconds (0: none), 8 the source
 # id field ("": keyed by batch id), 9 the source stream field(s), comma-separated ("":
 # one source stream),
-# then the number of operations each staging list must hold, in KEYS order.
-# Returns {state, applied, n, found, published, cleaned, replayed, detail}:
+# then the number of operations each staging list must hold, in KEYS order, then
+# (keyed by source, optional) each list's range: "" or [stream, first id] as JSON.
+# Returns {state, applied, n, found, published, cleaned, replayed, detail[, unchecked]}:
 #   state 0: a step ran, applied operations (replayed: skipped as published already);
 #            n = 1 when it was the last, 2 when it finished an earlier commit's plan and
 #            the given lists are still to publish; found = 1 when it followed an
@@ -136,7 +145,9 @@ end
 #            stand, the cursor is on it;
 #   state -4: a plan was started (its trace says batch `detail`, `published` operations
 #            applied) but the plan is gone: it expired with its staging lists.
-# `cleaned`: leftover staging lists the last step (or a skip) deleted.
+# `cleaned`: leftover staging lists the last step (or a skip) deleted; `unchecked` (state
+# 0): operations applied without their source check (their list's range was after its
+# mark).
 STEP_SCRIPT = (
     """
 local batch, marked = ARGV[1], ARGV[2] == '1'
@@ -176,6 +187,7 @@ end
   end
 end
 local lists, counts, li, pos, published, marks
+local ranges = {}
 local seen = {}
 local resumed, foreign = 0, 0
 local planned = redis.call('HGET', plan, 'batch')
@@ -195,6 +207,7 @@ if planned then
     local fixed = redis.call('HGET', plan, 'marks')
     if fixed then marks = cjson.decode(fixed) end
     seen = cjson.decode(redis.call('HGET', plan, 'seen') or '{}')
+    ranges = cjson.decode(redis.call('HGET', plan, 'ranges') or '[]')
     if #lists ~= #KEYS - FIRST + 1 then foreign = 1 end
     for i = 1, #lists do
       if lists[i] ~= KEYS[FIRST + i - 1] then foreign = 1 end
@@ -202,9 +215,11 @@ if planned then
   end
 else
   lists, counts = {}, {}
+  local given = #KEYS - FIRST + 1
   for i = FIRST, #KEYS do
     lists[#lists + 1] = KEYS[i]
     counts[#counts + 1] = tonumber(ARGV[i - FIRST + 10])
+    ranges[#ranges + 1] = ARGV[i - FIRST + 10 + given] or ''
   end
   li, pos, published = 1, 0, 0
 end
@@ -223,19 +238,47 @@ if keyed then
   for s, id in pairs(marks) do mark_ms[s], mark_seq[s] = parts(id) end
   for s, id in pairs(seen) do top_ms[s], top_seq[s] = parts(id) end
 end
+-- a list whose rows are of one stream in entry-id order (its range: [stream, first id],
+-- from the task that staged it) and whose first id is after that stream's mark holds
+-- only rows after the mark: applied without each row's check
+local quick = {}
+if keyed then
+  for i = 1, #lists do
+    local r = ranges[i]
+    if type(r) == 'string' and r ~= '' then
+      local ok, pair = pcall(cjson.decode, r)
+      if ok and type(pair) == 'table' and type(pair[1]) == 'string'
+          and type(pair[2]) == 'string' then
+        local ms, seq = parts(pair[2])
+        if ms ~= nil and after(ms, seq, mark_ms[pair[1]], mark_seq[pair[1]]) then
+          quick[i] = true
+        end
+      end
+    end
+  end
+end
 local step = tonumber(ARGV[6])
 if step <= 0 then step = math.huge end
 local page = tonumber(ARGV[5])
-local applied, replayed, done = 0, 0, 0
+local applied, replayed, done, unchecked = 0, 0, 0, 0
 local bad = nil
 while li <= #lists and done < step and not bad do
   local want = math.min(page, step - done, counts[li] - pos)
   if want > 0 then
-    for k, item in ipairs(redis.call('LRANGE', lists[li], pos, pos + want - 1)) do
+    local items = redis.call('LRANGE', lists[li], pos, pos + want - 1)
+    local check = keyed
+    local last_s, last_id, last_ms, last_seq
+    if keyed and quick[li] and #items > 0 then
+      -- the page's last row is its furthest: read it first; without a source, check all
+      last_s, last_id = source_of(decode(items[#items]))
+      last_ms, last_seq = parts(last_id)
+      if last_s ~= nil and last_ms ~= nil then check = false end
+    end
+    for k, item in ipairs(items) do
       local op = nil
       local fresh = true
-      if keyed or string.byte(item, 1) == 91 then op = decode(item) end
-      if keyed then
+      if check or string.byte(item, 1) == 91 then op = decode(item) end
+      if check then
         local s, id = source_of(op)
         local ms, seq = parts(id)
         if s == nil or ms == nil then
@@ -259,6 +302,12 @@ while li <= #lists and done < step and not bad do
         applied = applied + 1
       end
     end
+    if keyed and not check then
+      if after(last_ms, last_seq, top_ms[last_s], top_seq[last_s]) then
+        seen[last_s], top_ms[last_s], top_seq[last_s] = last_id, last_ms, last_seq
+      end
+      unchecked = unchecked + #items
+    end
     pos = pos + want
     done = done + want
   end
@@ -269,7 +318,9 @@ local function save()
   if resumed == 0 then
     redis.call('HSET', plan, 'batch', batch, 'lists', cjson.encode(lists),
                'counts', cjson.encode(counts))
-    if keyed then redis.call('HSET', plan, 'marks', cjson.encode(marks)) end
+    if keyed then
+      redis.call('HSET', plan, 'marks', cjson.encode(marks), 'ranges', cjson.encode(ranges))
+    end
   end
   redis.call('HSET', plan, 'list', li, 'pos', pos, 'published', published)
   if keyed then redis.call('HSET', plan, 'seen', cjson.encode(seen)) end
@@ -293,7 +344,7 @@ if bad then
 end
 if li <= #lists then
   save()
-  return {0, applied, 0, resumed, published, 0, replayed, ''}
+  return {0, applied, 0, resumed, published, 0, replayed, '', unchecked}
 end
 if keyed then
   for s, id in pairs(seen) do
@@ -312,9 +363,9 @@ redis.call('DEL', started)
 if foreign == 1 then
   local keep = {}
   for i = FIRST, #KEYS do keep[KEYS[i]] = true end
-  return {0, applied, 2, resumed, published, clean(keep), replayed, ''}
+  return {0, applied, 2, resumed, published, clean(keep), replayed, '', unchecked}
 end
-return {0, applied, 1, resumed, published, clean({}), replayed, ''}
+return {0, applied, 1, resumed, published, clean({}), replayed, '', unchecked}
 """
 )
 
