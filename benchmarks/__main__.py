@@ -34,6 +34,7 @@ SUITES = (
     "kafka_sink",
     "realtime",
     "warm_start",
+    "worker_path",
 )
 
 
