@@ -63,19 +63,32 @@ def test_the_cases_split_every_row_once() -> None:
 
 
 class _CancelledBatch:
-    """A micro-batch whose count Spark cancels (the stop's cancellation of all jobs)."""
+    """A micro-batch whose count fails: by default as Spark's cancellation of all jobs
+    (Ctrl-C, a stop) does."""
+
+    def __init__(self, error: str = "[SPARK_JOB_CANCELLED] Job 5 cancelled") -> None:
+        self.error = error
 
     def selectExpr(self, *columns: str) -> _CancelledBatch:
         return self
 
     def collect(self) -> list[object]:
-        raise RuntimeError("[SPARK_JOB_CANCELLED] Job 5 cancelled")
+        raise RuntimeError(self.error)
 
 
 def test_a_batch_cut_short_by_the_stop_ends_quietly_and_counts_nowhere() -> None:
     tally = SinkTally()
-    with pytest.raises(RuntimeError, match="SPARK_JOB_CANCELLED"):  # not stopping: raised
-        tally(_CancelledBatch(), 3)
+    with pytest.raises(RuntimeError, match="disk full"):  # not stopping: a real failure
+        tally(_CancelledBatch("disk full"), 3)
     tally.stopping()
-    tally(_CancelledBatch(), 3)  # the stop's: no stack trace for Spark to print
-    assert tally.totals({}).sink_rows == 0
+    tally(_CancelledBatch("disk full"), 3)  # the stop's: no stack trace for Spark to print
+    tally.record(2, COUNTS_3, {})
+    totals = tally.totals({2: 100, 3: 100})  # Spark reports batch 3 as ended: left out
+    assert totals.agree() and (totals.rows_in, totals.cut_short) == (100, 1)
+    assert "1 micro-batch(es) cut short by the stop" in totals.lines()[1]
+
+
+def test_a_count_cancelled_by_ctrl_c_before_the_stop_begins_is_the_stops_too() -> None:
+    tally = SinkTally()  # pyspark's SIGINT handler cancels every job at once
+    tally(_CancelledBatch(), 4)
+    assert tally.totals({4: 50}).cut_short == 1

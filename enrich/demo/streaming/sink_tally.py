@@ -50,6 +50,8 @@ class Totals:
         enriched, unknown_users, null_keys, dead_letters: those rows by case (a user
             found; no such user; a null key, no lookup; the error policy's rows, the
             reason in ``enrich_error``).
+        cut_short: micro-batches whose count the stop cancelled (Ctrl-C cancels
+            Spark's jobs): left out of every figure above.
     """
 
     batches: int
@@ -59,6 +61,7 @@ class Totals:
     unknown_users: int
     null_keys: int
     dead_letters: int
+    cut_short: int = 0
 
     @property
     def misses(self) -> int:
@@ -83,8 +86,14 @@ class Totals:
                 f"totals: rows in {self.rows_in:,}, but the sink received "
                 f"{self.sink_rows:,} ({cases}) over {over}: they differ"
             )
+        cut = (
+            [f"  {self.cut_short} micro-batch(es) cut short by the stop: counted nowhere"]
+            if self.cut_short
+            else []
+        )
         return [
             first,
+            *cut,
             "  rows in: the query's progress; the rest: what the sink received",
             f"  misses: {self.null_keys:,} null keys (no lookup), "
             f"{self.unknown_users:,} unknown users",
@@ -105,6 +114,7 @@ class SinkTally:
         self._counts: dict[int, dict[str, int]] = {}
         self._samples: dict[str, dict[str, Any]] = {}
         self._stopping = threading.Event()
+        self._cut: set[int] = set()  # batch ids whose count the stop cancelled
 
     def stopping(self) -> None:
         """The query is being stopped: a micro-batch the stop cancels mid-count ends
@@ -115,9 +125,13 @@ class SinkTally:
     def __call__(self, batch: Any, batch_id: int) -> None:
         try:
             self._count(batch, batch_id)
-        except Exception:
-            if not self._stopping.is_set():
+        except Exception as failed:
+            # Ctrl-C makes pyspark cancel every job at once, before the demo's stop
+            # begins: a count cancelled so is the stop's too.
+            if not (self._stopping.is_set() or "SPARK_JOB_CANCELLED" in str(failed)):
                 raise
+            with self._lock:
+                self._cut.add(batch_id)
 
     def _count(self, batch: Any, batch_id: int) -> None:
         columns = ", ".join(SAMPLE_COLUMNS)
@@ -155,6 +169,8 @@ class SinkTally:
         """The totals over the micro-batches in ``ended`` (batch id -> rows in, from the
         query's progress)."""
         with self._lock:
+            cut = [batch_id for batch_id in ended if batch_id in self._cut]
+            ended = {b: rows for b, rows in ended.items() if b not in self._cut}
             counted = [self._counts.get(batch_id, {}) for batch_id in ended]
         names = {case.name: sum(c.get(case.name, 0) for c in counted) for case in CASES}
         return Totals(
@@ -165,4 +181,5 @@ class SinkTally:
             unknown_users=names["unknown user"],
             null_keys=names["null key"],
             dead_letters=names["dead letter"],
+            cut_short=len(cut),
         )

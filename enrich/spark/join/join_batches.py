@@ -26,7 +26,7 @@ from ...lookup.contract.lookup_source import LookupSource
 from ...lookup.engines import engine_for
 from ...lookup.interface import ArrowJoined, JoinEngine, joined_batches
 from ...lookup.join_settings import DEFAULT_SPARK_CAPACITY as DEFAULT_SPARK_CAPACITY, JoinSettings
-from ..metrics.metric_rows import observed_batches, report, run_of
+from ..metrics.metric_rows import observed_batches, report, run_of, snapshot
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,14 @@ class JoinPlan:
             arrays.append(errors if errors is not None else pa.nulls(rows.num_rows, pa.string()))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    def report(self, engine: JoinEngine) -> JoinMetrics:
+    def report(self, engine: JoinEngine, run: Any = None) -> JoinMetrics:
         """Add the engine's metrics to the accumulator (once per task), under
         ``(name, query id, batch id)`` (both None outside a streaming query), and to the
-        driver's inbox (:mod:`enrich.spark.metrics.inbox`: Spark may never read the
-        accumulator update of a task whose output it stopped reading); returns them."""
+        driver's inbox through ``run`` (the task run's reports, :func:`run_of`; made here
+        if None): Spark may never read the accumulator update of a task whose output it
+        stopped reading (:mod:`enrich.spark.metrics.inbox`); returns them."""
         metrics = engine.statistics()  # with the store's adaptive limit, if any
-        report(self.accumulator, self.name, metrics, run_of(self.accumulator))
+        report(self.accumulator, self.name, metrics, run or run_of(self.accumulator))
         return metrics
 
 
@@ -152,17 +153,23 @@ def _enrich(
     schema: pa.Schema,
     done: list[JoinMetrics],
 ) -> Iterator[pa.RecordBatch]:
-    """The joined batches; the run's metrics go to ``done`` when a row entered it."""
+    """The joined batches; the run's metrics go to ``done`` when a row entered it. Before
+    each output batch the driver's inbox gets a snapshot of them (at most every
+    :data:`~enrich.spark.metrics.inbox.EVERY` seconds, and before the first): Spark may
+    stop reading there (``show``, ``limit``), and then never reads the task's update."""
+    reports = run_of(plan.accumulator)
     joined = joined_batches(engine, batches, plan.on, plan.chunk_rows, plan.struct_type)
     try:
         for rows, arrow in joined:
             out = plan.output(rows, arrow, schema)
             if out is not None:
+                if reports is not None:  # reported before Spark gets it
+                    snapshot(reports, plan.name, engine.statistics())
                 yield out
     finally:
         joined.close()
         if engine.statistics().rows_in:  # not for a partition of empty batches
-            done.append(plan.report(engine))
+            done.append(plan.report(engine, reports))
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -157,14 +157,20 @@ def progress(run: Any, name: str, *parts: JoinMetrics) -> None:
     to the driver's inbox, so that they reach it even if Spark stops reading here."""
     if run is None:
         return
-    snapshot = JoinMetrics()
+    merged = JoinMetrics()
     try:
         for part in parts:
-            snapshot.merge(part)
+            merged.merge(part)
     except RuntimeError:  # a part changed under the copy (the loop counts): next time
         return
-    query, batch = micro_batch()
-    run.progress({(name, query, batch): snapshot})
+    snapshot(run, name, merged)
+
+
+def snapshot(run: Any, name: str, metrics: JoinMetrics) -> None:
+    """:func:`progress` of a copy the caller made (an engine's ``statistics()``)."""
+    if run is not None:
+        query, batch = micro_batch()
+        run.progress({(name, query, batch): metrics})
 
 
 def micro_batch() -> tuple[str | None, int | None]:
