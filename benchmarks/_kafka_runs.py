@@ -22,9 +22,10 @@ from .lookup import KEYS
 
 FIRST = 10.0  # seconds of input counted as "the first 10 s"
 DRAIN = 120.0  # seconds a query may take to catch up once the input ends
-PATHS = ("spark", "join", "redis", "kafka")
+PATHS = ("spark", "arrow", "join", "redis", "kafka")
 LABELS = {
     "spark": "Spark's own kafka -> kafka (no Python stage)",
+    "arrow": "kafka -> mapInArrow (identity) -> kafka: a bare Python stage",
     "join": "kafka -> lookup_join -> kafka",
     "redis": "kafka -> lookup_join -> redis sink, low_latency()",
     "kafka": 'kafka -> lookup_join -> kafka, low_latency(sink="kafka")',
@@ -84,6 +85,16 @@ def joined(df: Any, redis_url: str) -> Any:
                        on="user_id")  # fmt: skip
 
 
+def passthrough(df: Any) -> Any:
+    """``df`` through a ``mapInArrow`` that returns its batches as they came: what a
+    Python stage costs with no work in it."""
+
+    def identity(batches: Any) -> Any:
+        yield from batches
+
+    return df.mapInArrow(identity, df.schema)
+
+
 def to_kafka(df: Any, bootstrap: str, topic: str, checkpoint: str, *, asynchronous: bool) -> Any:
     """``df`` as ``order_id,ts[,name]`` records into ``topic`` with Spark's Kafka sink."""
     fields = "CAST(order_id AS STRING), CAST(ts AS STRING)"
@@ -109,6 +120,8 @@ def query(spark: Any, bootstrap: str, redis_url: str, path: str, topic: str, chk
     df = source(spark, bootstrap, topic)
     if path == "spark":
         return to_kafka(df, bootstrap, f"{topic}-out", chk, asynchronous=True)
+    if path == "arrow":
+        return to_kafka(passthrough(df), bootstrap, f"{topic}-out", chk, asynchronous=True)
     if path == "join":
         return to_kafka(joined(df, redis_url), bootstrap, f"{topic}-out", chk, asynchronous=True)
     from enrich.spark import low_latency
@@ -260,5 +273,8 @@ def run_path(
     durations = [p["durationMs"]["triggerExecution"] for p in progress]
     result["batch_ms"] = statistics.median(durations) if durations else float("nan")
     result["batch_rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
+    phases = {key for p in progress for key in p["durationMs"]}
+    result["phases_ms"] = {key: statistics.median(p["durationMs"].get(key, 0) for p in progress)
+                           for key in sorted(phases)}  # fmt: skip
     result["load"] = load
     return result

@@ -46,6 +46,7 @@ _WRAPPED: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("RedisStreamWriter", ("write", "commit")),
         ("RedisSinkDataSource", ("streamWriter",)),
     ),
+    "enrich.spark.sink.kafka.alo_sink": (("KafkaAloStreamWriter", ("write", "commit")),),
 }
 
 

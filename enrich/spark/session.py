@@ -226,6 +226,9 @@ def daemon() -> None:
     WARM = True
     import pyspark.daemon
 
+    from enrich.spark import worker_socket
+
+    worker_socket.install(pyspark.daemon)  # the JVM's input without a 40 ms wait a task
     manager = getattr(pyspark.daemon, "manager", None)
     if manager is None:  # pragma: no cover - a pyspark whose daemon has no manager()
         import runpy
