@@ -272,9 +272,12 @@ def run_path(
     running.stop()
     durations = [p["durationMs"]["triggerExecution"] for p in progress]
     result["batch_ms"] = statistics.median(durations) if durations else float("nan")
+    result["batch_ms_max"] = max(durations, default=float("nan"))
     result["batch_rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
     phases = {key for p in progress for key in p["durationMs"]}
     result["phases_ms"] = {key: statistics.median(p["durationMs"].get(key, 0) for p in progress)
                            for key in sorted(phases)}  # fmt: skip
+    result["slowest_ms"] = max((p["durationMs"] for p in progress),
+                               key=lambda d: d.get("triggerExecution", 0), default={})  # fmt: skip
     result["load"] = load
     return result

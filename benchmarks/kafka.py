@@ -48,6 +48,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -120,6 +121,11 @@ def main(argv: list[str] | None = None) -> None:
                 record["levers"] = tried
             if "rates" in args.parts:
                 runs = record.get("runs", [])
+                # Unmeasured, as in part levers: the session's first query runs while the
+                # JVM compiles its hot paths, which held back whichever path came first.
+                print("kafka: warming the JVM up (unmeasured)", flush=True)
+                run_path(spark, broker.bootstrap, url, args.paths[-1], args.rates[0],
+                         min(args.seconds, 10.0), "jit", work)  # fmt: skip
                 for rate in args.rates:
                     for n in range(args.rounds):
                         turn = args.paths if n % 2 == 0 else args.paths[::-1]
@@ -174,6 +180,9 @@ def report(record: dict[str, Any]) -> list[tuple[str, str]]:
         ))  # fmt: skip
         sections.append(("Against Spark's own kafka -> kafka at the same rate, same round",
                          ratios(runs)))  # fmt: skip
+        rounded = medians(runs)
+        if rounded:
+            sections.append(("Medians of the rounds of one run, against Spark's own", rounded))
     if "backlog" in record:
         sections.append(backlog_report(record["backlog"]))
     if record.get("levers"):
@@ -201,6 +210,31 @@ def ratios(runs: list[dict[str, Any]]) -> str:
     return table(["records/s", "query", "p50 / Spark's", "p99 / Spark's", "p99 ms",
                   "target met (10,000/s: both <= 1.25x, p99 <= 500 ms)",
                   "UTC, load before (Spark's / this)"], rows)  # fmt: skip
+
+
+def medians(runs: list[dict[str, Any]]) -> str:
+    """Per run (``when``) and rate with two rounds or more: each path's median p50 and
+    p99 over its rounds, and their ratio to Spark's own medians; "" if none."""
+    groups: dict[tuple[int, str], dict[str, list[dict[str, Any]]]] = {}
+    for r in runs:
+        groups.setdefault((r["rate"], r["when"]), {}).setdefault(r["path"], []).append(r)
+    rows = []
+    for (rate, when), paths in groups.items():
+        own = paths.get("spark", [])
+        if len(own) < 2:
+            continue
+        base = {q: statistics.median(r[q] for r in own) for q in ("p50", "p99")}
+        for path, mine in sorted(paths.items(), key=lambda item: PATHS.index(item[0])):
+            p50, p99 = (statistics.median(r[q] for r in mine) for q in ("p50", "p99"))
+            once = all(each_once(r) == "yes" for r in mine)
+            rows.append([f"{rate:,}", LABELS[path], len(mine), f"{p50:,.0f}", f"{p99:,.0f}",
+                         f"{p50 / base['p50']:.2f}x", f"{p99 / base['p99']:.2f}x",
+                         "yes" if once else "no", when])  # fmt: skip
+    if not rows:
+        return ""
+    head = ["records/s", "query", "rounds", "median p50 ms", "median p99 ms", "p50 / Spark's",
+            "p99 / Spark's", "each once, every round", "UTC"]  # fmt: skip
+    return table(head, rows)
 
 
 def backlog_report(b: dict[str, Any]) -> tuple[str, str]:

@@ -8,7 +8,9 @@ worker of every stage (``docs/latency.md``, "A worker that starts warm"). Run as
 daemon module (``python -m enrich.spark.session``, which Spark does when
 ``spark.python.daemon.module=enrich.spark.session``), this module imports them once, in
 the daemon, then hands over to ``pyspark.daemon.manager()``: a worker forked from it
-finds them in memory (copy-on-write) and starts its first batch at once. :func:`session`
+finds them in memory (copy-on-write) and starts its first batch at once, and sets its
+socket to the JVM to acknowledge and send at once (:mod:`enrich.spark.worker_socket`: ~40
+ms less in every task of a Python stage). :func:`session`
 sets it on a local master; on a cluster, ``--conf
 spark.python.daemon.module=enrich.spark.session`` (the executors' Python must import this
 package before any task runs: installed, or a packed virtualenv; a package shipped only
@@ -38,17 +40,6 @@ from pyspark.sql import SparkSession
 
 DAEMON_CONF = "spark.python.daemon.module"
 WARM_DAEMON = "enrich.spark.session"
-
-# Spark settings session() sets unless the caller (``conf``) or spark-submit gave them.
-# Pipelined transfer to Python workers (Spark 4.3+, off by Spark's default; an older
-# Spark ignores the key): the JVM writes a Python stage's input from a thread of its
-# own while the task reads the output, and the worker reads its input ahead. Measured
-# side by side (benchmarks/kafka.py --parts levers, local[2], 10,000 records/s,
-# 2026-12-06, load 15-25; docs/performance.md, "Spark's own levers"): in both pairs
-# that compare, the kafka -> lookup_join -> kafka and low_latency() redis paths' p99
-# 0.40-0.93x its baseline session's (pipelined off), micro-batches 230-701 ms against
-# 376-1,466, every record once.
-SPARK_DEFAULTS: dict[str, str] = {"spark.python.udf.pipelined.enabled": "true"}
 
 # What the daemon imports, in this order: what a stage's first batch would otherwise
 # import in every fresh worker (``python -X importtime``, 2026-11-27, load ~5:
@@ -96,8 +87,9 @@ def session(
 
     Sets ``PYSPARK_PYTHON`` to this interpreter when unset (Spark's Python workers must
     import pyarrow and enrich), applies ``conf`` (dots written as ``__``:
-    ``spark__sql__shuffle__partitions="4"``), and sets :data:`SPARK_DEFAULTS` (pipelined
-    transfer to Python workers) where neither ``conf`` nor spark-submit set them.
+    ``spark__sql__shuffle__partitions="4"``). Spark's own transfer settings stay Spark's
+    (pipelined transfer, Unix domain sockets: measured, no gain or broken, in
+    docs/performance.md, "Spark's own levers").
 
     ``warm_workers``: fork Spark's Python workers from this module's daemon (see the
     module docstring), which has imported pyspark's worker, pyarrow, the store clients
@@ -138,9 +130,6 @@ def session(
         warm_workers = local
     if warm_workers and DAEMON_CONF not in settings and not _submitted(DAEMON_CONF):
         settings[DAEMON_CONF] = WARM_DAEMON
-    for key, value in SPARK_DEFAULTS.items():
-        if key not in settings and not _submitted(key):
-            settings[key] = value
     for key, value in settings.items():
         builder = builder.config(key, value)
     from pyspark import SparkContext

@@ -29,12 +29,11 @@ DRIVER = """
 import json, os, sys
 from enrich.spark import session
 
-given = {} if sys.argv[1] == "on" else {"spark__python__udf__pipelined__enabled": "false"}
 warm = {"warm_start": True} if sys.argv[1] == "on" else {}  # off: the defaults
 spark = session("enrich-warm-start-test", "local[1]", **warm,
                 spark__ui__enabled="false", spark__python__worker__reuse="true",
-                spark__python__authenticate__socketTimeout="120s", **given)
-pipelined = spark.sparkContext.getConf().get("spark.python.udf.pipelined.enabled")
+                spark__python__authenticate__socketTimeout="120s")
+pipelined = spark.sparkContext.getConf().get("spark.python.udf.pipelined.enabled", None)
 
 def children(pid):
     found = []
@@ -107,10 +106,9 @@ def test_a_warm_session_starts_the_query_processes_before_any_query() -> None:
     }
     # The executor's daemon: this package's warm daemon, forking the workers.
     assert any("enrich.spark.session" in command for command in processes)  # type: ignore[union-attr]
-    assert result["pipelined"] == "true"  # SPARK_DEFAULTS, none given
 
 
-def test_the_defaults_start_none_and_a_given_setting_wins() -> None:
+def test_the_defaults_start_none_and_leave_sparks_transfer_settings_alone() -> None:
     result = _driver("off")
     assert _planners(result["processes"]) == set()
-    assert result["pipelined"] == "false"
+    assert result["pipelined"] is None  # Spark's own default (off), not set by session()
