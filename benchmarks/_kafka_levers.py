@@ -92,15 +92,15 @@ def run(
 
 def report(runs: list[dict[str, Any]]) -> tuple[str, str]:
     """Each lever's p50 / p99 against its round's baseline on the same path and rate,
-    medians over the rounds."""
+    medians over the rounds of one run (a run's code and defaults are its own)."""
     base = {(r["rate"], r["path"], r["when"], r["round"]): r for r in runs
             if r["lever"] == "baseline"}  # fmt: skip
-    cells: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    cells: dict[tuple[int, str, str, str], list[dict[str, Any]]] = {}
     for r in runs:
-        cells.setdefault((r["rate"], r["path"], r["lever"]), []).append(r)
+        cells.setdefault((r["rate"], r["path"], r["when"], r["lever"]), []).append(r)
     rows = []
-    for (rate, path, lever), group in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                             [*LEVERS, kv[0][2]].index(kv[0][2]))):  # fmt: skip
+    for (rate, path, _, lever), group in sorted(cells.items(), key=lambda kv: (
+            kv[0][0], kv[0][1], kv[0][2], [*LEVERS, kv[0][3]].index(kv[0][3]))):  # fmt: skip
         pairs = [(r, base.get((r["rate"], r["path"], r["when"], r["round"]))) for r in group]
         ratio50 = [r["p50"] / b["p50"] for r, b in pairs if b]
         ratio99 = [r["p99"] / b["p99"] for r, b in pairs if b]
@@ -119,7 +119,7 @@ def report(runs: list[dict[str, Any]]) -> tuple[str, str]:
             + "/".join(f"{r['load']:.1f}" for r in group),
         ])  # fmt: skip
     return (
-        "Spark's levers, each against the baseline of its round (medians over the rounds)",
+        "Spark's levers, each against the baseline of its round (medians over a run's rounds)",
         table(["records/s", "query", "lever", "settings", "rounds", "p50 ms", "p99 ms",
                "p50 / baseline", "p99 / baseline", "micro-batch ms", "each once",
                "UTC, load before each run"], rows),

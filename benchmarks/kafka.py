@@ -6,6 +6,8 @@ each rate in turn:
 
   (spark) Spark's own ``kafka -> kafka`` query, no Python stage (the value re-encoded
   in SQL), async progress tracking, trigger 0: the yardstick;
+  (arrow) the same with a ``mapInArrow`` that returns its batches untouched: what a
+  Python stage costs with no work in it;
   (join) ``kafka -> lookup_join -> kafka`` (Spark's Kafka sink), async progress
   tracking, trigger 0; the join against Redis (100,000 users, JSON values) on
   ``user_id = order_id * 7919 % 100000``, its defaults;
@@ -16,6 +18,11 @@ each rate in turn:
   join run in the write of the ``kafka-alo`` sink (Python, at least once, as Spark's
   Kafka sink), so the rows cross from the JVM to Python once; each value the JSON of
   ``order_id``, ``ts``, ``name``; async progress tracking, trigger 0, workers warmed up.
+
+Before the measured runs, one unmeasured run lets the JVM compile its hot paths (it held
+back whichever path came first). Each run's record in ``results/kafka.json`` also keeps
+its micro-batches' median phases (``durationMs``) and its slowest batch; the report ends
+with the medians of a run's rounds.
 
 Latency = the output record's CreateTime (Spark's producer; for the redis sink: the
 output entry id, Redis' clock at the sink's commit) - the source record's CreateTime

@@ -66,3 +66,23 @@ def test_the_kafka_sink_path_is_measured_and_reported_as_the_others() -> None:
     record = {"runs": [run(10_000, "spark", 100, 300), run(10_000, "kafka", 110, 330)]}
     ratios = dict(report(record))["Against Spark's own kafka -> kafka at the same rate, same round"]
     assert 'low_latency(sink="kafka") | 1.10x | 1.10x | 330 | yes |' in ratios
+
+
+def test_the_report_gives_the_medians_of_a_runs_rounds() -> None:
+    rounds = [(100, 300, 150, 330), (40, 80, 60, 120), (50, 90, 70, 100)]
+    runs = [
+        {**run(10_000, path, p50, p99), "round": n}
+        for n, (s50, s99, j50, j99) in enumerate(rounds)
+        for path, p50, p99 in (("spark", s50, s99), ("join", j50, j99))
+    ]
+    medians = dict(report({"runs": runs}))["Medians of the rounds of one run, against Spark's own"]
+    spark_row, join_row = medians.splitlines()[2:4]
+    assert "| Spark's own kafka -> kafka (no Python stage) | 3 | 50 | 90 | 1.00x | 1.00x |" in (
+        spark_row
+    )
+    # medians 70 / 120 against Spark's 50 / 90, whatever round each came from
+    assert "| kafka -> lookup_join -> kafka | 3 | 70 | 120 | 1.40x | 1.33x | yes |" in join_row
+    # a run of one round has no medians table
+    assert "Medians of the rounds of one run, against Spark's own" not in dict(
+        report({"runs": [run(10_000, "spark", 1, 1), run(10_000, "join", 1, 1)]})
+    )
