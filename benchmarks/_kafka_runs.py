@@ -272,7 +272,6 @@ def run_path(
     running.stop()
     durations = [p["durationMs"]["triggerExecution"] for p in progress]
     result["batch_ms"] = statistics.median(durations) if durations else float("nan")
-    result["batch_ms_max"] = max(durations, default=float("nan"))
     result["batch_rows"] = statistics.median(p["numInputRows"] for p in progress) if progress else 0
     phases = {key for p in progress for key in p["durationMs"]}
     result["phases_ms"] = {key: statistics.median(p["durationMs"].get(key, 0) for p in progress)

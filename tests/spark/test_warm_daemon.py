@@ -25,8 +25,9 @@ from tests.support.http_server import HttpTestServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
-# The daemon's module. ``enrich.spark.session`` is the package's function: loading it
-# through the package first keeps that name bound to the function.
+# The daemon's module. ``enrich.spark.session`` is the package's function: looked up
+# through the package first (importing the submodule directly before that would bind
+# the module over the name).
 assert callable(enrich.spark.session)
 daemon_module = sys.modules["enrich.spark.session"]
 
@@ -95,12 +96,7 @@ def test_workers_come_from_the_warm_daemon_and_compute_right(
 def test_the_session_helper_warms_local_masters_only(master: Any, local: bool) -> None:
     # On a cluster the daemon needs the package installed on the executors, not only
     # shipped with --py-files (which reaches the workers, not the daemon): opt-in there.
-    import enrich.spark
-
-    # Through the package first: importing the submodule directly before enrich.spark's
-    # lazy session() was looked up would bind the module over that name.
-    assert callable(enrich.spark.session)
-    assert sys.modules["enrich.spark.session"].is_local(master) is local
+    assert daemon_module.is_local(master) is local
 
 
 def _option(sock: socket.socket, name: str) -> int:
