@@ -10,7 +10,11 @@ sink's methods and of each worker module's ``main`` to one file; the driver adds
 marks. The summary lists each process with its times relative to ``start()``.
 
 Run: ``python -m benchmarks.start_trace [defaults|low|backlog] ...`` (default:
-``defaults``); ``ENRICH_START_TRACE_KEEP=path`` keeps the raw trace.
+``defaults``); ``ENRICH_START_TRACE_KEEP=path`` keeps the raw trace;
+``ENRICH_START_TRACE_FORK=0`` runs without the session's fork server (Spark starts each
+Python process as a fresh interpreter, as before it), ``ENRICH_START_TRACE_WARM=0``
+without the warm daemon. A process forked by the fork server shows the server's command
+line (``-m .../s``): its start and imports are the server's, done before ``start()``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def child_main(url: str, kind: str) -> None:
         spark__sql__shuffle__partitions="2", spark__default__parallelism="2",
         spark__python__worker__reuse="true", spark__driver__memory="2g",
         warm_workers=os.environ.get("ENRICH_START_TRACE_WARM", "1") == "1",
+        fork_server=os.environ.get("ENRICH_START_TRACE_FORK", "1") == "1",
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     mark("session ready")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.spark.conftest import spark_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # The driver: a session, then the Python processes its JVM runs
 # (children and their children: a daemon and the workers it forked), by command line.
@@ -30,6 +31,8 @@ import json, os, sys
 from enrich.spark import session
 
 warm = {"warm_start": True} if sys.argv[1] == "on" else {}  # off: the defaults
+if sys.argv[1] == "nofork":
+    warm = {"fork_server": False}
 spark = session("enrich-warm-start-test", "local[1]", **warm,
                 spark__ui__enabled="false", spark__python__worker__reuse="true",
                 spark__python__authenticate__socketTimeout="120s")
@@ -63,7 +66,8 @@ while todo:
         continue
 active = len(spark.streams.active)
 spark.stop()
-print(json.dumps({"active": active, "processes": processes, "pipelined": pipelined}))
+print(json.dumps({"active": active, "processes": processes, "pipelined": pipelined,
+                  "python": spark.sparkContext.pythonExec, "executable": sys.executable}))
 """
 
 
@@ -105,10 +109,21 @@ def test_a_warm_session_starts_the_query_processes_before_any_query() -> None:
         "pyspark.sql.worker.python_streaming_sink_runner",
     }
     # The executor's daemon: this package's warm daemon, forking the workers.
-    assert any("enrich.spark.session" in command for command in processes)  # type: ignore[union-attr]
+    daemon = re.compile(r"-m enrich\.spark\.session( |$)")
+    assert any(daemon.search(command) for command in processes)  # type: ignore[union-attr]
 
 
 def test_the_defaults_start_none_and_leave_sparks_transfer_settings_alone() -> None:
     result = _driver("off")
     assert _planners(result["processes"]) == set()
     assert result["pipelined"] is None  # Spark's own default (off), not set by session()
+    # Spark runs its Python processes through the fork server's launcher on a local master
+    python = str(result["python"])
+    assert Path(python).parent.name.startswith("enrich-fork-")
+    assert any("enrich.spark.session.forkserver" in c for c in result["processes"])  # type: ignore[union-attr]
+
+
+def test_the_fork_server_can_be_turned_off() -> None:
+    result = _driver("nofork")
+    assert result["python"] == result["executable"]
+    assert not any("forkserver" in c for c in result["processes"])  # type: ignore[union-attr]

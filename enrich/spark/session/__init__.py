@@ -11,7 +11,9 @@ the daemon, then hands over to ``pyspark.daemon.manager()``: a worker forked fro
 finds them in memory (copy-on-write) and starts its first batch at once, and sets its
 socket to the JVM to acknowledge and send at once (:func:`install_prompt`: ~40 ms less
 in every task of a Python stage). :func:`session`
-sets it on a local master; on a cluster, ``--conf
+sets it on a local master, and there also starts the fork server
+(:mod:`enrich.spark.session.forkserver`) that every Python process Spark starts is
+forked from; on a cluster, ``--conf
 spark.python.daemon.module=enrich.spark.session`` (the executors' Python must import this
 package before any task runs: installed, or a packed virtualenv; a package shipped only
 with ``--py-files`` reaches the workers, not the daemon, which would then fail to start).
@@ -38,9 +40,12 @@ import time
 import warnings
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from .forkserver import ForkServer
 
 DAEMON_CONF = "spark.python.daemon.module"
 WARM_DAEMON = "enrich.spark.session"
@@ -85,6 +90,7 @@ def session(
     *,
     warm_workers: bool | None = None,
     warm_start: bool = False,
+    fork_server: bool | None = None,
     **conf: str,
 ) -> SparkSession:
     """A SparkSession with what spark-enrich needs, after checking for Java.
@@ -103,12 +109,21 @@ def session(
     opt-in there (True). A ``spark.python.daemon.module`` given in ``conf`` (or to
     spark-submit) wins. Read when the SparkContext starts: a running one keeps its daemon.
 
+    ``fork_server``: on a local master, run Spark's Python processes (the executors'
+    daemon, the driver-side planners and runners of Python data sources) as children
+    forked from one interpreter started beside this driver, with pyspark and this
+    package imported once (:mod:`enrich.spark.session.forkserver`), instead of a fresh
+    interpreter each: a cold streaming query's first row 2.8-3.6 s after ``start()``
+    instead of ~9 s on a 2-core machine. None (the default) follows ``warm_workers``;
+    left off when ``PYSPARK_PYTHON`` names another interpreter than this one, and for
+    any master but a local one. Read when the SparkContext starts.
+
     ``warm_start``: when this call starts the SparkContext, run
     :func:`enrich.spark.warm_up` before returning, so that the Python processes a
     streaming query's first micro-batch waits for (the driver-side planners of a Python
     source and sink, the sink's commit runner, the executors' daemon and workers) are
     running, with this package imported, when the first query starts: its first row
-    comes seconds after ``start()`` instead of ~16 s on a 2-core machine. It costs the
+    comes seconds after ``start()`` (measured: docs/performance.md). It costs the
     session those seconds (a tiny streaming query that reads nothing of the user's and
     writes nowhere, stopped before this returns), so from the program's start to the
     first row it saves nothing (measured: docs/performance.md): it pays where a query
@@ -139,10 +154,38 @@ def session(
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None
+    if fork_server is None:
+        fork_server = warm_workers
+    fork = _fork_server() if fresh and local and fork_server else None
     spark = builder.getOrCreate()
+    if fork is not None:
+        _run_python_from(spark, fork.launcher)
     if fresh and warm_start:
         _warm_start(spark)
     return spark
+
+
+# The fork server of this driver (one for the process's life, shared by its sessions).
+_FORK: ForkServer | None = None
+
+
+def _fork_server() -> ForkServer | None:
+    global _FORK
+    from .forkserver import start
+
+    if _FORK is None or not _FORK.running():
+        _FORK = start()
+    return _FORK
+
+
+def _run_python_from(spark: SparkSession, launcher: str) -> None:
+    # Spark starts its Python processes with the SparkContext's pythonExec (read from
+    # PYSPARK_PYTHON when the context starts): this interpreter, unless the caller chose
+    # another one, which then stays.
+    context = spark.sparkContext
+    python = shutil.which(context.pythonExec) or context.pythonExec
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        context.pythonExec = launcher
 
 
 def _warm_start(spark: SparkSession) -> None:
@@ -154,7 +197,7 @@ def _warm_start(spark: SparkSession) -> None:
     # in the background, a query built at once trailed the warm-up and gained nothing
     # (16.5 s against 16.9, 2026-12-06).
     try:
-        from .queries.latency import warm_up
+        from ..queries.latency import warm_up
     except ImportError:  # a pyspark without Python streaming data sources (before 4.1)
         return
     try:
@@ -276,12 +319,3 @@ def daemon() -> None:
         runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
         return
     manager()
-
-
-if __name__ == "__main__":
-    # Run by Spark as ``python -m enrich.spark.session <worker module>``: this file is
-    # then ``__main__``, and the marker must live in the module a worker can look up.
-    module = importlib.import_module("enrich.spark.session")
-    # Importing the submodule binds it over the package's lazy ``session`` function.
-    vars(sys.modules["enrich.spark"]).pop("session", None)
-    module.daemon()
