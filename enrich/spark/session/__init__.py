@@ -30,7 +30,6 @@ in each worker, as before.
 from __future__ import annotations
 
 import gc
-import importlib
 import os
 import re
 import shutil
@@ -44,38 +43,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from .preload import PRELOAD as PRELOAD, preload
+
 if TYPE_CHECKING:
     from .forkserver import ForkServer
 
 DAEMON_CONF = "spark.python.daemon.module"
 WARM_DAEMON = "enrich.spark.session"
-
-# What the daemon imports, in this order: what a stage's first batch would otherwise
-# import in every fresh worker (``python -X importtime``, 2026-11-27, load ~5:
-# pyspark.worker 0.38 s, pandas 0.2 s, aiohttp 0.3 s, pyarrow 0.13-0.19 s, redis.asyncio
-# 0.13 s, the join/source/sink modules 0.2-0.5 s on top; 1.7-2.1 s in all). A module not
-# installed (an optional extra) is skipped.
-PRELOAD: tuple[str, ...] = (
-    "pyspark.worker",
-    "pyspark.sql.pandas.serializers",
-    "pyspark.sql.datasource",
-    "pyarrow",
-    "pyarrow.compute",
-    "pandas",
-    "orjson",
-    "redis.asyncio",
-    "aiohttp",
-    "confluent_kafka",
-    "enrich.engine.runtime",
-    "enrich.spark.join.join_batches",
-    "enrich.spark.async_maps.map_batches",
-    "enrich.spark.streams.read",
-    "enrich.spark.sink.redis.data_source",
-    "enrich.spark.sink.kafka.alo_sink",
-    "enrich.spark.sink.kafka.producing",
-    "connectors.redis",
-    "connectors.http",
-)
 
 # True in the daemon and in every worker forked from it (what a test reads in a worker);
 # the modules it imported, and the seconds that took.
@@ -230,21 +204,6 @@ def _submitted(key: str) -> str | None:
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM (no new one)
     return SparkConf().get(key, None)
-
-
-# -- the daemon ----------------------------------------------------------------------
-
-
-def preload(modules: tuple[str, ...] = PRELOAD) -> tuple[str, ...]:
-    """Import ``modules`` (skipping those not installed); returns the ones imported."""
-    loaded = []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            continue  # an extra not installed: no stage of this job needs it
-        loaded.append(name)
-    return tuple(loaded)
 
 
 # -- the daemon's workers answer the JVM at once -------------------------------------

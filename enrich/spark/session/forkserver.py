@@ -182,7 +182,7 @@ def start(python: str = sys.executable) -> ForkServer | None:
 
 
 def _preload() -> None:
-    from enrich.spark.session import PRELOAD, preload
+    from .preload import PRELOAD, preload
 
     preload(SPARK_MODULES + PRELOAD)
     # Importing this package bound it over the ``enrich.spark`` package's lazy ``session``
