@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader
 
 import enrich.spark
+from tests.support.spark_version import requires_spark
 
 if TYPE_CHECKING:
     from enrich.spark.session.forkserver import ForkServer
@@ -208,30 +208,6 @@ def test_the_server_ends_after_its_driver_and_its_children(
 # -- in a local Spark ----------------------------------------------------------------------
 
 
-class _ForkedSource(DataSource):
-    """One row: whether the driver's planner that made the reader, and the executor's
-    worker that read, were forked by the server."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "enrich_test_forked"
-
-    def schema(self) -> str:
-        return "planned_forked boolean, read_forked boolean, warm boolean"
-
-    def reader(self, schema: object) -> DataSourceReader:
-        return _ForkedReader(sys.modules[forkserver.__name__].FORKED)
-
-
-class _ForkedReader(DataSourceReader):
-    def __init__(self, planned_forked: bool) -> None:
-        self.planned_forked = planned_forked
-
-    def read(self, partition: object) -> Iterator[tuple[bool, bool, bool]]:
-        daemon = sys.modules["enrich.spark.session"]
-        yield (self.planned_forked, sys.modules[forkserver.__name__].FORKED, daemon.WARM)
-
-
 def _forked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     forked = sys.modules[forkserver.__name__].FORKED  # preloaded in a forked worker
     for batch in batches:
@@ -240,11 +216,21 @@ def _forked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-def test_sparks_python_processes_come_from_the_fork_server(spark: SparkSession) -> None:
+def test_the_executors_workers_come_from_the_fork_server(spark: SparkSession) -> None:
     assert Path(spark.sparkContext.pythonExec).name == "python"
     assert Path(spark.sparkContext.pythonExec).parent.name.startswith("enrich-fork-")
     rows = spark.range(0, 10, 1, 2).mapInArrow(_forked, "forked boolean").collect()
     assert [r.forked for r in rows] == [True] * 10
-    spark.dataSource.register(_ForkedSource)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+@requires_spark(4, 1, "Python data sources and their driver-side planners")
+def test_a_data_sources_driver_side_planner_comes_from_the_fork_server(
+    spark: SparkSession,
+) -> None:
+    from tests.spark.session.forked_source import ForkedSource
+
+    spark.dataSource.register(ForkedSource)
     row = spark.read.format("enrich_test_forked").load().collect()[0]
     assert (row.planned_forked, row.read_forked, row.warm) == (True, True, True)
