@@ -88,9 +88,10 @@ def session(
     forked from one interpreter started beside this driver, with pyspark and this
     package imported once (:mod:`enrich.spark.session.forkserver`), instead of a fresh
     interpreter each: a cold streaming query's first row 2.7-3.0 s after ``start()``
-    instead of 7.5-9.4 s on a quiet 2-core machine (docs/performance.md). None (the default) follows ``warm_workers``;
-    left off when ``PYSPARK_PYTHON`` names another interpreter than this one, and for
-    any master but a local one. Read when the SparkContext starts.
+    instead of 7.5-9.4 s on a quiet 2-core machine (docs/performance.md). None (the
+    default) follows ``warm_workers``; left off when ``PYSPARK_PYTHON`` names another
+    interpreter than this one, and for any master but a local one. Read when the
+    SparkContext starts.
 
     ``warm_start``: when this call starts the SparkContext, run
     :func:`enrich.spark.warm_up` before returning, so that the Python processes a

@@ -73,43 +73,63 @@ _LAUNCHER = """\
 import os, signal, socket, struct, sys
 PATH, PYTHON = {path!r}, {python!r}
 args = sys.argv[1:]
+
 def run_here():
     os.execv(PYTHON, [PYTHON, *args])
-if len(args) < 2 or args[0] != "-m":
-    run_here()
-server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    server.connect(PATH)
-except OSError:
-    run_here()
-import json
-ask = json.dumps({{"argv": args, "env": dict(os.environ), "cwd": os.getcwd(),
-                  "pgid": os.getpgrp()}}).encode()
-def read(n):
+
+def read(server, n):
     got = b""
     while len(got) < n:
         part = server.recv(n - len(got))
         if not part:
-            os._exit(70)
+            raise EOFError
         got += part
     return got
-try:
-    socket.send_fds(server, [b"!"], [0, 1, 2])
-    server.sendall(struct.pack("!I", len(ask)) + ask)
-    pid = struct.unpack("!i", read(4))[0]
-except OSError:
+
+def fork_there():
+    # (the server's connection, the child's pid), or None: not forked
+    if len(args) < 2 or args[0] != "-m":
+        return None
+    try:
+        import json
+        ask = json.dumps({{"argv": args, "env": dict(os.environ), "cwd": os.getcwd(),
+                          "pgid": os.getpgrp()}}).encode()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.connect(PATH)
+        socket.send_fds(server, [b"!"], [0, 1, 2])
+        server.sendall(struct.pack("!I", len(ask)) + ask)
+        pid = struct.unpack("!i", read(server, 4))[0]
+    except Exception:
+        return None
+    return (server, pid) if pid > 0 else None
+
+def outlive(pid):
+    # the server went away first: wait for the child's end (its status went with it)
+    try:
+        import select
+        select.select([os.pidfd_open(pid)], [], [])
+    except Exception:
+        return 70
+    return 1
+
+forked = fork_there()
+if forked is None:
     run_here()
-if pid <= 0:
-    run_here()
+server, pid = forked
+
 def forward(signum, frame):
     try:
         os.kill(pid, signum)
     except OSError:
         pass
+
 signal.signal(signal.SIGTERM, forward)
 for name in ("SIGINT", "SIGHUP", "SIGQUIT"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
-code = struct.unpack("!i", read(4))[0]
+try:
+    code = struct.unpack("!i", read(server, 4))[0]
+except (OSError, EOFError):
+    code = outlive(pid)
 if code < 0:
     signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)

@@ -190,6 +190,22 @@ def test_what_cannot_be_forked_runs_as_its_own_interpreter(
     assert done.returncode == 0 and seen["forked"] is False
 
 
+def test_a_launcher_whose_directory_is_gone_runs_python_itself(
+    server: ForkServer, modules: Path, tmp_path: Path
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    paths = os.pathsep.join([str(modules), str(Path(__file__).resolve().parents[3])])
+    (modules / "pid_me.py").write_text("import os\nprint(os.getpid())\n")
+    command = f"cd {gone} && rmdir {gone} && exec {server.launcher} -m pid_me"
+    with subprocess.Popen(["/bin/sh", "-c", command], env=_env(PYTHONPATH=paths),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as shell:  # fmt: skip
+        out, err = shell.communicate(timeout=WAIT)
+    assert shell.returncode == 0, err
+    assert int(out) == shell.pid  # the shell exec'd the launcher, which exec'd Python
+
+
 def test_the_server_ends_after_its_driver_and_its_children(
     server: ForkServer, modules: Path
 ) -> None:
