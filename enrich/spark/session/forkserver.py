@@ -170,7 +170,8 @@ class ForkServer:
 
 def start(python: str = sys.executable) -> ForkServer | None:
     """Start a fork server beside this driver; None where one cannot run (no fork, no
-    ``SCM_RIGHTS``, a temporary folder whose path is too long for a Unix socket).
+    ``SCM_RIGHTS``, a temporary folder mounted ``noexec`` or whose path is too long for
+    a Unix socket).
 
     The server ends when this process's end of its standard input closes (this process
     exits, or :meth:`ForkServer.stop`) and the processes it forked have ended. Until
@@ -180,7 +181,8 @@ def start(python: str = sys.executable) -> ForkServer | None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="enrich-fork-"))
     sock = folder / "s"
-    if len(os.fsencode(sock)) > 100:  # sun_path holds 108 bytes
+    noexec = os.statvfs(folder).f_flag & getattr(os, "ST_NOEXEC", 0)
+    if noexec or len(os.fsencode(sock)) > 100:  # a launcher must run; sun_path: 108 bytes
         folder.rmdir()
         return None
     (folder / "launch.py").write_text(launcher_text(str(sock), python))

@@ -158,7 +158,9 @@ def write_source(
             f"kafka-eos sink: the transaction of source {source} was fenced on each of "
             f"{settings.retries + 1} tries (another producer with transactional id "
             f"{txn_id!r} started each time: a speculative or second attempt of the task, "
-            f"or another query with the same sink): {last}",
+            f"another query with the same sink, or the source partition split over "
+            f"several tasks of the batch, which share its id: a shuffle before the sink; "
+            f"kafka_eos_writer refuses that plan when the query is built): {last}",
             source,
             txn_id,
         )
