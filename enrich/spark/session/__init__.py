@@ -33,17 +33,15 @@ import gc
 import os
 import re
 import shutil
-import socket
 import sys
 import time
 import warnings
-from collections.abc import Callable
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from .preload import PRELOAD as PRELOAD, preload
+from .worker_socket import install_prompt
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
@@ -131,10 +129,10 @@ def session(
     fresh = SparkContext._active_spark_context is None
     if fork_server is None:
         fork_server = warm_workers
-    fork = _fork_server() if fresh and local and fork_server else None
+    fork = _fork_server() if fresh and local and fork_server and _own_python() else None
     spark = builder.getOrCreate()
     if fork is not None:
-        _run_python_from(spark, fork.launcher)
+        spark.sparkContext.pythonExec = fork.launcher
     if fresh and warm_start:
         _warm_start(spark)
     return spark
@@ -153,21 +151,19 @@ def _fork_server() -> ForkServer | None:
     return _FORK
 
 
-def _run_python_from(spark: SparkSession, launcher: str) -> None:
-    # Spark starts its Python processes with the SparkContext's pythonExec (read from
-    # PYSPARK_PYTHON when the context starts): this interpreter, unless the caller chose
-    # another one, which then stays.
-    context = spark.sparkContext
-    python = shutil.which(context.pythonExec) or context.pythonExec
-    if os.path.abspath(python) == os.path.abspath(sys.executable):
-        context.pythonExec = launcher
+def _own_python() -> bool:
+    # Spark starts its Python processes with the SparkContext's pythonExec, read from
+    # PYSPARK_PYTHON when the context starts: forked from this interpreter only if it
+    # is this one (a caller who chose another keeps it).
+    python = os.environ["PYSPARK_PYTHON"]
+    return os.path.abspath(shutil.which(python) or python) == os.path.abspath(sys.executable)
 
 
 def _warm_start(spark: SparkSession) -> None:
-    # A cold streaming query on a local master waited 16 s for its first row, ~12 s of it
-    # for Spark to start, one after another, the driver's planner processes and the
-    # executors' daemon (benchmarks/start_trace.py; docs/performance.md, "Where a cold
-    # query's first seconds go"). Spark keeps those daemons for the SparkContext's life,
+    # A cold streaming query on a local master waited for Spark to start, one after
+    # another, the driver's planner processes and the executors' daemon
+    # (benchmarks/start_trace.py; docs/performance.md, "Where a cold query's first
+    # seconds go"). Spark keeps those daemons for the SparkContext's life,
     # so started here the first query finds them running. Run before returning: started
     # in the background, a query built at once trailed the warm-up and gained nothing
     # (16.5 s against 16.9, 2026-12-06).
@@ -205,55 +201,6 @@ def _submitted(key: str) -> str | None:
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM (no new one)
     return SparkConf().get(key, None)
-
-
-# -- the daemon's workers answer the JVM at once -------------------------------------
-# The JVM talks to each Python worker over a loopback TCP socket and sets no TCP_NODELAY
-# on its end (none in Spark 4.3's PythonWorkerFactory or its runners). A task's exchange
-# is a request and a reply: the JVM writes the task (~5 KB), then the stage's input as a
-# second write. Nagle's algorithm holds that second write until the first is
-# acknowledged, and the worker's kernel, seeing a request/reply pattern, delays its
-# acknowledgement (Linux: 40 ms at least): every task of a Python stage waited ~40 ms for
-# its own input (a bare mapInArrow job 113-126 ms against 56-57 with the fix, local[2],
-# 2026-12-06; docs/performance.md, "The 40 ms in every Python stage"). The cure on the
-# worker's side: TCP_QUICKACK (acknowledge at once; Linux clears it as the connection
-# goes on, so it is set before each task) and TCP_NODELAY for what the worker writes. A
-# Unix domain socket has neither option and needs neither.
-
-_TCP = (socket.AF_INET, socket.AF_INET6)
-_PROMPT = tuple(getattr(socket, n) for n in ("TCP_NODELAY", "TCP_QUICKACK") if hasattr(socket, n))
-
-
-def prompt(sock: socket.socket) -> None:
-    """Set ``sock`` to send at once and acknowledge at once (a TCP socket; else nothing)."""
-    if sock.family not in _TCP:
-        return
-    for option in _PROMPT:
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, option, 1)
-        except OSError:  # pragma: no cover - a socket closed under us: the task sees it
-            return
-
-
-def prompted(worker: Callable[..., Any]) -> Callable[..., Any]:
-    """``worker`` (``pyspark.daemon.worker(sock, ...)``, called once per task of a
-    reused worker), its socket made prompt first."""
-
-    def run(sock: socket.socket, *args: Any, **kwargs: Any) -> Any:
-        prompt(sock)
-        return worker(sock, *args, **kwargs)
-
-    run.__wrapped__ = worker  # type: ignore[attr-defined]
-    return run
-
-
-def install_prompt(daemon_module: ModuleType) -> bool:
-    """Wrap ``daemon_module.worker`` (``pyspark.daemon``) once; False if it has none."""
-    worker = getattr(daemon_module, "worker", None)
-    if worker is None or hasattr(worker, "__wrapped__"):
-        return False
-    daemon_module.worker = prompted(worker)  # type: ignore[attr-defined]
-    return True
 
 
 def daemon() -> None:

@@ -45,7 +45,7 @@ from typing import Any, NoReturn
 
 # What a child inherits already imported: every module a driver-side planner, a runner
 # or the executors' daemon starts with (pyspark 4.1-4.3 names; one not present is
-# skipped), and what the warm daemon preloads (enrich.spark.session.PRELOAD).
+# skipped), and what the warm daemon preloads (enrich.spark.session.preload.PRELOAD).
 SPARK_MODULES: tuple[str, ...] = (
     "pyspark",
     "pyspark.daemon",
@@ -357,12 +357,15 @@ class _Server:
                 return
             pid = os.fork()
             if pid == 0:
-                self.select.close()
-                for mine in (self.listener, conn, *self.children.values()):
-                    if mine is not None:
-                        mine.close()
-                os.close(self.wake_r)
-                os.close(self.wake_w)
+                try:  # the child keeps nothing of the server's
+                    self.select.close()
+                    for mine in (self.listener, conn, *self.children.values()):
+                        if mine is not None:
+                            mine.close()
+                    os.close(self.wake_r)
+                    os.close(self.wake_w)
+                except BaseException:
+                    os._exit(70)  # never back into the server's loop
                 _become(ask, fds)
             self.children[pid] = conn
             self.select.register(conn, selectors.EVENT_READ, pid)

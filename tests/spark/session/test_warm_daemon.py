@@ -6,6 +6,7 @@ loopback sockets, and on each worker's connection in a local Spark)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import stat
@@ -30,6 +31,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 # the module over the name).
 assert callable(enrich.spark.session)
 daemon_module = sys.modules["enrich.spark.session"]
+worker_socket = importlib.import_module("enrich.spark.session.worker_socket")
 
 
 def _marked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -116,7 +118,7 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 def test_a_tcp_socket_is_made_to_send_at_once(pair: tuple[socket.socket, socket.socket]) -> None:
     _, sock = pair
     assert _option(sock, "TCP_NODELAY") == 0  # Python's and Linux's default
-    daemon_module.prompt(sock)
+    worker_socket.prompt(sock)
     assert _option(sock, "TCP_NODELAY") != 0
 
 
@@ -135,14 +137,14 @@ def test_a_tcp_socket_is_made_to_acknowledge_at_once(
         if _option(sock, "TCP_QUICKACK") == 0:
             break
     assert _option(sock, "TCP_QUICKACK") == 0  # acknowledgements delayed from now on
-    daemon_module.prompt(sock)
+    worker_socket.prompt(sock)
     assert _option(sock, "TCP_QUICKACK") != 0
 
 
 def test_a_unix_socket_is_left_as_it_is() -> None:
     left, right = socket.socketpair(socket.AF_UNIX)
     with left, right:
-        daemon_module.prompt(left)  # no TCP options to set; no error
+        worker_socket.prompt(left)  # no TCP options to set; no error
 
 
 def test_install_wraps_the_daemons_worker_once_and_passes_everything_on(
@@ -156,12 +158,12 @@ def test_install_wraps_the_daemons_worker_once_and_passes_everything_on(
 
     fake = types.ModuleType("fake_daemon")
     fake.worker = worker  # type: ignore[attr-defined]
-    assert daemon_module.install_prompt(fake) is True
-    assert daemon_module.install_prompt(fake) is False  # already wrapped: not twice
+    assert worker_socket.install_prompt(fake) is True
+    assert worker_socket.install_prompt(fake) is False  # already wrapped: not twice
     _, sock = pair
     assert fake.worker(sock, True) == 7  # type: ignore[attr-defined]
     assert calls == [(sock, True, calls[0][2])] and calls[0][2] != 0
-    assert daemon_module.install_prompt(types.ModuleType("no_worker")) is False
+    assert worker_socket.install_prompt(types.ModuleType("no_worker")) is False
 
 
 def _jvm_socket_options(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
