@@ -203,7 +203,8 @@ def passthrough(batches: Iterator[Any]) -> Iterator[Any]:
 
 def start_spark(**conf: str) -> Any:
     """local[2], the workers on this interpreter and able to import this package; ``conf``
-    adds settings (``spark__jars=...``)."""
+    adds settings (``spark__jars=...``). ``ENRICH_BENCH_CLASS_ARCHIVE=0``: the driver's JVM
+    without the class-data archive (``session(class_archive=False)``), for a comparison."""
     paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -219,6 +220,7 @@ def start_spark(**conf: str) -> Any:
         spark__default__parallelism=str(PARTITIONS),
         spark__python__worker__reuse="true",
         spark__driver__memory="2g",
+        class_archive=os.environ.get("ENRICH_BENCH_CLASS_ARCHIVE", "1") == "1",
         **conf,
     )
     spark.sparkContext.setLogLevel("ERROR")

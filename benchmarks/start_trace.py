@@ -13,7 +13,8 @@ Run: ``python -m benchmarks.start_trace [defaults|low|backlog] ...`` (default:
 ``defaults``); ``ENRICH_START_TRACE_KEEP=path`` keeps the raw trace;
 ``ENRICH_START_TRACE_FORK=0`` runs without the session's fork server (Spark starts each
 Python process as a fresh interpreter, as before it), ``ENRICH_START_TRACE_WARM=0``
-without the warm daemon. A process forked by the fork server shows the server's command
+without the warm daemon, ``ENRICH_START_TRACE_ARCHIVE=0`` without the driver JVM's
+class-data archive. A process forked by the fork server shows the server's command
 line (``-m .../s``): its start and imports are the server's, done before ``start()``.
 """
 
@@ -57,6 +58,7 @@ def child_main(url: str, kind: str) -> None:
         spark__python__worker__reuse="true", spark__driver__memory="2g",
         warm_workers=os.environ.get("ENRICH_START_TRACE_WARM", "1") == "1",
         fork_server=os.environ.get("ENRICH_START_TRACE_FORK", "1") == "1",
+        class_archive=os.environ.get("ENRICH_START_TRACE_ARCHIVE", "1") == "1",
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     mark("session ready")
