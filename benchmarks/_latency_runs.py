@@ -213,6 +213,8 @@ EXPLORED: dict[str, dict[str, dict[str, Any]]] = {
     "low-pipelined": {"conf": {"spark__python__udf__pipelined__enabled": "true"}},
     "low-1part": {"source": {"partitionsPerStream": "1"}},
     "low-tasks": {"profile": {"publish_from": "tasks"}},
+    # the plain sink keyed by the source record, each task publishing its rows
+    "defaults-tasks": {"sink": {"sourceIdColumn": "stream_id", "publishFrom": "tasks"}},
 }
 
 
@@ -243,8 +245,9 @@ def spark_main(url: str, path: str, backlog: bool = False) -> None:
     orders = source.option("stream", SOURCE).schema(SCHEMA).load()
     enriched = lookup_join(orders, users, on="user_id")
     checkpoint = Path(os.environ.get("TMPDIR", "/tmp")) / f"enrich-latency-{os.getpid()}"
-    if path == "defaults":
+    if path.startswith("defaults"):
         writer = enriched.writeStream.format("redis")
+        writer = writer.options(**EXPLORED.get(path, {}).get("sink", {}))
     else:
         profile = EXPLORED.get(path, {}).get("profile", {})
         writer = low_latency(enriched, warm=path != "low-cold", **profile)

@@ -36,7 +36,9 @@ Rerun: ``./scripts/dev bench latency`` (``ENRICH_BENCH_LATENCY_RATES=2000,10000`
 ``ENRICH_BENCH_LATENCY_SECONDS=30`` set the rates and the seconds of input per run;
 ``ENRICH_BENCH_LATENCY_PATHS`` the paths, ``ENRICH_BENCH_LATENCY_ROUNDS`` how many times
 each runs, ``ENRICH_BENCH_LATENCY_PARTS`` the parts: rates, backlog, stages, commit;
-``ENRICH_BENCH_LATENCY_BACKLOG_PATHS`` the backlog's paths).
+``ENRICH_BENCH_LATENCY_BACKLOG_PATHS`` the backlog's paths; besides the table's, the
+explored ones of :data:`benchmarks._latency_runs.EXPLORED`, such as ``defaults-tasks``:
+the plain redis sink keyed by ``stream_id``, each task publishing its own rows).
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ LABELS = {
     "low-pipelined": "low_latency(), spark.python.udf.pipelined.enabled=true",
     "low-1part": "low_latency(), partitionsPerStream=1",
     "low-tasks": 'low_latency(publish_from="tasks"): each task publishes its own rows',
+    "defaults-tasks": 'the redis sink keyed by stream_id, publishFrom="tasks"',
 }
 PARTS_RUN = os.environ.get("ENRICH_BENCH_LATENCY_PARTS", "rates,backlog,stages,commit").split(",")
 BACKLOG = int(os.environ.get("ENRICH_BENCH_LATENCY_BACKLOG", 300_000))
