@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ ORPHAN_SECONDS = 24 * 3600.0  # a part whose log is gone is removed this long af
 CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages")
 CLASS_PATH_ENV = ("SPARK_DIST_CLASSPATH", "SPARK_CLASSPATH", "SPARK_SUBMIT_OPTS",
                   "PYSPARK_SUBMIT_ARGS", "HADOOP_CONF_DIR")  # fmt: skip
+_PLAIN = re.compile(r"[\w/.@+~-]+")
 
 
 def java_options(settings: Mapping[str, str], folder: Path | None = None) -> str | None:
@@ -59,7 +61,9 @@ def java_options(settings: Mapping[str, str], folder: Path | None = None) -> str
     home = java_home()
     if home is None or java_major(home) < 17:
         return None
-    folder = folder or default_folder()
+    folder = (folder or default_folder()).absolute()
+    if not _PLAIN.fullmatch(str(folder)):
+        return None  # an option string splits at spaces, and -Xlog's file= at ':' and ','
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -113,7 +113,7 @@ def test_the_key_follows_the_class_path_and_the_runtime(
     assert class_archive.key(runtime, {}) != base
 
 
-def test_none_before_java_17_or_where_the_caller_chose_cds(
+def test_none_before_java_17_for_the_callers_own_cds_or_an_odd_folder(
     runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "archives"
@@ -121,6 +121,8 @@ def test_none_before_java_17_or_where_the_caller_chose_cds(
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/mine.jsa")
     assert java_options({}, folder) is None
     monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    assert java_options({}, tmp_path / "with space") is None
+    assert java_options({}, tmp_path / "a:b") is None
     (runtime / "release").write_text('JAVA_VERSION="11.0.2"\n')
     assert java_options({}, folder) is None
     (runtime / "release").unlink()
