@@ -145,7 +145,15 @@ def session(
     # Only for a JVM this call starts (a stopped context's JVM, or spark-submit's, runs).
     launch = SparkContext._gateway is None and not os.environ.get("PYSPARK_GATEWAY_PORT")
     options = _archive_options(settings) if launch and class_archive else None
-    with _submit_options(options):
+    launched: dict[str, str] = {}
+    if options:  # added to the driver JVM's command line, beside the user's options
+        before = os.environ.get("SPARK_SUBMIT_OPTS")
+        launched["SPARK_SUBMIT_OPTS"] = f"{before} {options}" if before else options
+    if fork is not None and launch:
+        # The JVM's own Python (what it runs without a SparkContext's pythonExec: the
+        # session's lookup of Python data sources, ~1 s fresh) forked too.
+        launched["PYSPARK_PYTHON"] = fork.launcher
+    with _environment(launched):
         spark = builder.getOrCreate()
     if fork is not None:
         spark.sparkContext.pythonExec = fork.launcher
@@ -177,21 +185,19 @@ def _archive_options(settings: dict[str, str]) -> str | None:
 
 
 @contextlib.contextmanager
-def _submit_options(options: str | None) -> Iterator[None]:
-    # spark-submit adds SPARK_SUBMIT_OPTS to the driver JVM's command line, beside (not
-    # instead of) spark.driver.extraJavaOptions from the conf or spark-defaults.conf.
-    if not options:
-        yield
-        return
-    before = os.environ.get("SPARK_SUBMIT_OPTS")
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{before} {options}" if before else options
+def _environment(updates: dict[str, str]) -> Iterator[None]:
+    # What the JVM started inside is launched with (pyspark's gateway copies os.environ),
+    # and nothing after: this driver's own children keep their environment.
+    before = {name: os.environ.get(name) for name in updates}
+    os.environ.update(updates)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("SPARK_SUBMIT_OPTS", None)
-        else:
-            os.environ["SPARK_SUBMIT_OPTS"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _own_python() -> bool:

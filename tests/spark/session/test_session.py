@@ -65,9 +65,13 @@ while todo:
     except OSError:
         continue
 active = len(spark.streams.active)
+with open(f"/proc/{spark.sparkContext._gateway.proc.pid}/environ", "rb") as f:
+    jvm_env = dict(v.decode().split("=", 1) for v in f.read().split(b"\\0") if b"=" in v)
 spark.stop()
 print(json.dumps({"active": active, "processes": processes, "pipelined": pipelined,
-                  "python": spark.sparkContext.pythonExec, "executable": sys.executable}))
+                  "python": spark.sparkContext.pythonExec, "executable": sys.executable,
+                  "jvm_python": jvm_env.get("PYSPARK_PYTHON"),
+                  "own_python": os.environ.get("PYSPARK_PYTHON")}))
 """
 
 
@@ -121,9 +125,14 @@ def test_the_defaults_start_none_and_leave_sparks_transfer_settings_alone() -> N
     python = str(result["python"])
     assert Path(python).parent.name.startswith("enrich-fork-")
     assert any("enrich.spark.session.forkserver" in c for c in result["processes"])  # type: ignore[union-attr]
+    # and so does the JVM itself (its lookup of Python data sources); the driver's own
+    # environment is left as it was
+    assert result["jvm_python"] == python
+    assert result["own_python"] != python
 
 
 def test_the_fork_server_can_be_turned_off() -> None:
     result = _driver("nofork")
     assert result["python"] == result["executable"]
+    assert result["jvm_python"] == result["own_python"]
     assert not any("forkserver" in c for c in result["processes"])  # type: ignore[union-attr]
