@@ -85,10 +85,10 @@ def session(
     spark-submit) wins. Read when the SparkContext starts: a running one keeps its daemon.
 
     ``fork_server``: on a local master, run Spark's Python processes (the executors'
-    daemon, the driver-side planners and runners of Python data sources) as children
-    forked from one interpreter started beside this driver, with pyspark and this
-    package imported once (:mod:`enrich.spark.session.forkserver`), instead of a fresh
-    interpreter each: a cold streaming query's first row 2.7-3.0 s after ``start()``
+    daemon, the driver-side planners and runners of Python data sources, the JVM's own
+    lookup of them) as children forked from one interpreter started beside this driver,
+    with pyspark and this package imported once (:mod:`enrich.spark.session.forkserver`),
+    instead of a fresh interpreter each: a cold streaming query's first row 2.7-3.0 s after ``start()``
     instead of 7.5-9.4 s on a quiet 2-core machine (docs/performance.md). None (the
     default) follows ``warm_workers``; left off when ``PYSPARK_PYTHON`` names another
     interpreter than this one, and for any master but a local one. Read when the
