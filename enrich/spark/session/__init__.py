@@ -88,8 +88,9 @@ def session(
     daemon, the driver-side planners and runners of Python data sources, the JVM's own
     lookup of them) as children forked from one interpreter started beside this driver,
     with pyspark and this package imported once (:mod:`enrich.spark.session.forkserver`),
-    instead of a fresh interpreter each: a cold streaming query's first row 2.7-3.0 s after ``start()``
-    instead of 7.5-9.4 s on a quiet 2-core machine (docs/performance.md). None (the
+    instead of a fresh interpreter each: a cold streaming query's first row 2.7-3.0 s
+    after ``start()`` instead of 7.5-9.4 s on a quiet 2-core machine
+    (docs/performance.md). None (the
     default) follows ``warm_workers``; left off when ``PYSPARK_PYTHON`` names another
     interpreter than this one, and for any master but a local one. Read when the
     SparkContext starts.
