@@ -90,15 +90,14 @@ def session(
     with pyspark and this package imported once (:mod:`enrich.spark.session.forkserver`),
     instead of a fresh interpreter each: a cold streaming query's first row 2.7-3.0 s
     after ``start()`` instead of 7.5-9.4 s on a quiet 2-core machine
-    (docs/performance.md). None (the
-    default) follows ``warm_workers``; left off when ``PYSPARK_PYTHON`` names another
-    interpreter than this one, and for any master but a local one. Read when the
-    SparkContext starts.
+    (docs/performance.md). None (the default) follows ``warm_workers``; left off when
+    ``PYSPARK_PYTHON`` names another interpreter than this one, and for any master but
+    a local one. Read when the SparkContext starts.
 
     ``class_archive``: start the driver's JVM with Spark's classes mapped from a
     class-data archive (:mod:`enrich.spark.session.class_archive`), written by the first
-    such JVM when it exits, in the user's cache folder: a local session 2.7 s sooner and
-    a cold query's first micro-batch ~1 s sooner on a quiet 2-core machine
+    such JVM when it exits, in the user's cache folder: a local session 2.3-4.0 s sooner
+    and its first query's planning 3-4x shorter on a quiet 2-core machine
     (docs/performance.md, "The class-data archive"). None (the default) turns it on for
     a local master; Java 17 or newer. Read only when this call starts the JVM.
 

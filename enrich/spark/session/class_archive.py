@@ -20,7 +20,7 @@ spark-submit adds to the driver's command line beside the user's options):
   by the JVM; the options silence its CDS warnings.
 
 Only for Java 17 or newer (what Spark 4 needs; Java 11 has no ``ArchiveClassesAtExit``).
-The archive is ~170 MB, in ``$ENRICH_CLASS_ARCHIVE_DIR`` or
+An archive is 150-220 MB (more with more jars), in ``$ENRICH_CLASS_ARCHIVE_DIR`` or
 ``$XDG_CACHE_HOME/spark-enrich/jvm`` (``~/.cache/spark-enrich/jvm``); archives unused
 for two weeks are removed when a new one is adopted.
 """
