@@ -4,6 +4,7 @@ a task read to its end counts once. No Spark: a real server on loopback."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import socket
 from typing import Any
@@ -79,3 +80,39 @@ def test_an_unreachable_inbox_leaves_the_accumulator_alone() -> None:
     run.progress({("m", None, None): counted(2)})
     run.done({("m", None, None): counted(5)})
     assert worker.value.joins["m"].rows_in == 5
+
+
+def test_a_worker_keeps_one_channel_and_replaces_a_lost_one(
+    inbox: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_module, "_inbox", None)
+    reporter = pickle.loads(pickle.dumps(Reporter(Accumulator(), inbox.address)))
+    first, second = reporter.run(), reporter.run()  # two tasks of one worker process
+    first.progress({("m", None, None): counted(1)})
+    first.done({("m", None, None): counted(2)})
+    second.progress({("m", None, None): counted(3)})
+    assert len(inbox._server._open) == 1  # one connection carried the three messages
+    # The driver's end of it goes away (as when the connection drops): the next
+    # message goes on a new one and arrives.
+    for connection in list(inbox._server._open):
+        connection.shutdown(socket.SHUT_RDWR)
+    second.done({("m", None, None): counted(4)})
+    assert sorted(m.rows_in for u in inbox.pending() for m in u.values()) == [2, 4]
+    assert reporter.accumulator.value.joins["m"].rows_in == 6
+
+
+def test_a_forked_worker_reports_on_a_channel_of_its_own(
+    inbox: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_module, "_inbox", None)
+    reporter = Reporter(Accumulator(), inbox.address)
+    reporter.run().progress({("m", None, None): counted(1)})  # the parent's channel
+    pid = os.fork()  # as Spark's daemon forks a worker
+    if pid == 0:  # pragma: no cover - the child's result is its exit status
+        run = reporter.run()
+        run.progress({("m", None, None): counted(2)})
+        os._exit(0 if run._usable else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    reporter.run().progress({("m", None, None): counted(3)})  # the parent's, still open
+    assert sorted(m.rows_in for u in inbox.pending() for m in u.values()) == [1, 2, 3]
