@@ -35,6 +35,7 @@ SUITES = (
     "realtime",
     "warm_start",
     "worker_path",
+    "task_timeline",
 )
 
 

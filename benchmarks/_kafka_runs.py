@@ -22,13 +22,14 @@ from .lookup import KEYS
 
 FIRST = 10.0  # seconds of input counted as "the first 10 s"
 DRAIN = 120.0  # seconds a query may take to catch up once the input ends
-PATHS = ("spark", "arrow", "join", "redis", "kafka")
+PATHS = ("spark", "arrow", "join", "redis", "kafka", "redis-tasks")
 LABELS = {
     "spark": "Spark's own kafka -> kafka (no Python stage)",
     "arrow": "kafka -> mapInArrow (identity) -> kafka: a bare Python stage",
     "join": "kafka -> lookup_join -> kafka",
     "redis": "kafka -> lookup_join -> redis sink, low_latency()",
     "kafka": 'kafka -> lookup_join -> kafka, low_latency(sink="kafka")',
+    "redis-tasks": 'kafka -> lookup_join -> redis sink, low_latency(publish_from="tasks")',
 }
 VALUE_COLUMNS = "order_id,ts,name"  # the kafka path's JSON value
 # The producer: its own process (no GIL shared with py4j), what is due every 5 ms.
@@ -131,7 +132,9 @@ def query(spark: Any, bootstrap: str, redis_url: str, path: str, topic: str, chk
         return (writer.option("kafka.bootstrap.servers", bootstrap)
                 .option("topic", f"{topic}-out").option("valueColumns", VALUE_COLUMNS)
                 .option("checkpointLocation", chk).start())  # fmt: skip
-    writer = low_latency(joined(df, redis_url))  # async progress tracking, trigger 0
+    # async progress tracking, trigger 0; redis-tasks: each task publishes its own rows
+    publish = "tasks" if path == "redis-tasks" else "driver"
+    writer = low_latency(joined(df, redis_url), publish_from=publish)
     return (writer.option("url", redis_url).option("stream", f"{topic}-out")
             .option("checkpointLocation", chk).start())  # fmt: skip
 
@@ -247,7 +250,7 @@ def run_path(
     the Redis stream ``<topic>-out``."""
     topic = f"bench-{path}-{tag}"
     create_topic(bootstrap, topic)
-    into_redis = path == "redis" or start is not None
+    into_redis = path.startswith("redis") or start is not None
     if not into_redis:
         create_topic(bootstrap, f"{topic}-out")
     running = (start or query)(spark, bootstrap, url, path, topic, str(work / f"chk-{topic}"))
