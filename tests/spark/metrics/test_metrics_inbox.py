@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -116,3 +117,25 @@ def test_a_forked_worker_reports_on_a_channel_of_its_own(
     assert os.waitstatus_to_exitcode(status) == 0
     reporter.run().progress({("m", None, None): counted(3)})  # the parent's, still open
     assert sorted(m.rows_in for u in inbox.pending() for m in u.values()) == [1, 2, 3]
+
+
+def test_idle_channels_are_not_kept(inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inbox_module, "_inbox", None)
+    monkeypatch.setattr(inbox_module._Handler, "timeout", 0.2)  # the driver's idle limit
+    reporter = Reporter(Accumulator(), inbox.address)
+    # The worker's side: a channel older than _IDLE is closed, not used again.
+    monkeypatch.setattr(inbox_module, "_IDLE", -1.0)
+    reporter.run().progress({("m", None, None): counted(1)})
+    first = inbox_module._channels[inbox.address][0]
+    reporter.run().progress({("m", None, None): counted(2)})
+    assert first.fileno() == -1 and inbox_module._channels[inbox.address][0] is not first
+    # The driver's side: the thread of a channel idle past its timeout ends, and the
+    # worker's next message goes on a new channel.
+    monkeypatch.setattr(inbox_module, "_IDLE", 30.0)
+    reporter.run().progress({("m", None, None): counted(3)})
+    deadline = time.monotonic() + 30
+    while inbox._server._open and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not inbox._server._open
+    reporter.run().progress({("m", None, None): counted(4)})
+    assert sorted(m.rows_in for u in inbox.pending() for m in u.values()) == [1, 2, 3, 4]
