@@ -62,12 +62,12 @@ class _Handler(socketserver.StreamRequestHandler):
     timeout = 2 * _IDLE  # an idle channel's thread ends
 
     def handle(self) -> None:
-        token = self.rfile.read(len(self.server.token))
-        if not secrets.compare_digest(token, self.server.token):
-            return  # not ours: nothing is read past the token
-        _prompt(self.connection)
-        self.server.opened(self.connection)
         try:
+            token = self.rfile.read(len(self.server.token))
+            if not secrets.compare_digest(token, self.server.token):
+                return  # not ours: nothing is read past the token
+            _prompt(self.connection)
+            self.server.opened(self.connection)
             while True:
                 header = self.rfile.read(_HEADER.size)
                 if len(header) < _HEADER.size:
@@ -80,7 +80,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 self.server.inbox.receive(run, update)
                 self.wfile.write(b"\x01")
         except OSError:
-            return  # idle, reset (the worker went away mid-frame), or the inbox closes
+            return  # silent, idle, reset (the worker went away mid-frame), or closing
         finally:
             self.server.closed(self.connection)
 
