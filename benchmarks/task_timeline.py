@@ -1,6 +1,8 @@
 """Where one task of a small Python stage spends its time: a bare ``mapInArrow`` against
 ``lookup_join`` (Redis on loopback, 1,000 users), 400 rows in 2 partitions to the
-``noop`` sink, jobs alternating (10 unmeasured, then ``ENRICH_BENCH_TIMELINE_JOBS``, 40).
+``noop`` sink (``ENRICH_BENCH_TIMELINE_PARTITIONS=1``: one task a job, none beside it,
+written to ``results/task_timeline_1part.md``), jobs alternating (10 unmeasured, then
+``ENRICH_BENCH_TIMELINE_JOBS``, 40).
 
 Each worker is forked from a daemon that stamps its task's points
 (:mod:`benchmarks._task_timeline_daemon`): the task's header arriving (Spark planned the
@@ -78,6 +80,7 @@ def main() -> None:
     from enrich.spark import lookup_join, session
 
     count = int(os.environ.get("ENRICH_BENCH_TIMELINE_JOBS", "40"))
+    partitions = int(os.environ.get("ENRICH_BENCH_TIMELINE_PARTITIONS", "2"))
     with tempfile.TemporaryDirectory(prefix="enrich-timeline-") as tmp, local_redis() as url:
         trace = os.path.join(tmp, "timeline")
         os.environ["ENRICH_TASK_TIMELINE"] = trace  # reaches the daemon through the JVM
@@ -90,7 +93,7 @@ def main() -> None:
             spark__python__daemon__module="benchmarks._task_timeline_daemon",
         )  # fmt: skip
         try:
-            df = spark.range(ROWS, numPartitions=2).selectExpr(
+            df = spark.range(ROWS, numPartitions=partitions).selectExpr(
                 "id AS order_id", f"id % {USERS} AS user_id"
             )
             users = RedisLookup(url, key_template="user:{}", value="json",
@@ -129,10 +132,13 @@ def main() -> None:
                        f"{sends[-1]:.2f}")])  # fmt: skip
         sections.append(("the lookup_join tasks' messages to the driver's metrics inbox", text))
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    sections.append(("", f"local[2], load {load:.1f} at the end, {when} UTC"))
+    sections.append(
+        ("", f"local[2], {partitions} partition(s), load {load:.1f} at the end, {when} UTC")
+    )
     for title, text in sections:
         print(f"{title}\n{text}\n")
-    write("task_timeline", "One task of a small Python stage, phase by phase", sections,
+    name = "task_timeline" if partitions == 2 else f"task_timeline_{partitions}part"
+    write(name, "One task of a small Python stage, phase by phase", sections,
           __doc__ or "")  # fmt: skip
 
 
